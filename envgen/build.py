@@ -1,0 +1,141 @@
+"""Stack → image: ensure the base, render the context, build with BuildKit (or the classic
+builder), tag only after success. The log goes to a file; progress goes to a callback."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import engine, state
+from .base_image import ensure_base
+from .context import write_context
+from .errors import BuildFailed, EnvironmentMissing
+from .model import Stack
+
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+_STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
+_ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed running")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    image_id: str
+    tag: str
+    stack: Stack
+    base_ref: str
+    log: str
+    seconds: float
+    builder: str
+    size_bytes: int
+
+    def to_json(self) -> dict:
+        return {"image_id": self.image_id, "tag": self.tag, "base": self.base_ref,
+                "log": self.log, "seconds": round(self.seconds, 2), "builder": self.builder,
+                "size_bytes": self.size_bytes, "stack": self.stack.to_json()}
+
+
+def default_tag(stack: Stack) -> str:
+    return f"envgen/{stack.stack}:{stack.version}-py{stack.python}"
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool = False,
+          builder: str = "auto", client=None) -> BuildResult:
+    c = client or engine.client()
+    tag = tag or default_tag(stack)
+    started = time.monotonic()
+    base_ref = ensure_base(c, stack.base, progress)
+    stack = stack.replace(base=stack.base) if base_ref == stack.base.reference else stack
+    cli = engine.buildkit_cli() if builder in ("auto", "buildkit") else None
+    if builder == "buildkit" and cli is None:
+        raise EnvironmentMissing("no docker CLI that can use BuildKit (docker buildx, or a "
+                                 "client older than 23 with DOCKER_BUILDKIT=1)")
+    logs = state.logs_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    ctx = state.contexts_dir() / stack.stack
+    write_context(stack, ctx, base_ref=base_ref, buildkit=cli is not None)
+    if cli is not None:
+        image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache)
+        used = cli.describe
+    else:
+        image_id = _build_classic(c, ctx, log_path, progress, no_cache)
+        used = "docker SDK classic builder"
+    img = c.images.get(image_id)
+    if not img.tag(tag.rsplit(":", 1)[0], tag.rsplit(":", 1)[1]):
+        raise BuildFailed(f"could not tag {image_id} as {tag}")
+    return BuildResult(image_id=image_id, tag=tag, stack=stack, base_ref=base_ref,
+                       log=str(log_path), seconds=time.monotonic() - started, builder=used,
+                       size_bytes=int(img.attrs.get("Size") or 0))
+
+
+def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:
+    with tempfile.TemporaryDirectory(prefix="envgen-iid-") as tmp:
+        iid = Path(tmp) / "iid"
+        argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
+                str(ctx / "Dockerfile")]
+        if os.path.exists(CA_BUNDLE):
+            argv += ["--secret", f"id=ca,src={CA_BUNDLE}"]
+        netrc = os.environ.get("ENVGEN_NETRC")
+        if netrc:
+            argv += ["--secret", f"id=netrc,src={netrc}"]
+        if no_cache:
+            argv.append("--no-cache")
+        argv.append(str(ctx))
+        env = {**os.environ, **dict(cli.env)}
+        started = time.monotonic()
+        last_step, failed_step = "", ""
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env, bufsize=1)
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    m = _STEP.match(line.strip())
+                    if m and line.strip() != last_step:
+                        last_step = line.strip()
+                        progress(f"step {m.group(1)}/{m.group(2)} "
+                                 f"[{time.monotonic() - started:5.0f}s] {m.group(3)[:70]}")
+                    if _ERROR_STEP.search(line) and not failed_step:
+                        failed_step = last_step or line.strip()
+                rc = proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+        if rc != 0 or not iid.exists():
+            step = failed_step or last_step or "before the first step"
+            raise BuildFailed(f"build failed at {step[:160]}; the log is {log_path}")
+        return iid.read_text().strip()
+
+
+def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:
+    import docker
+    image_id = None
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        try:
+            for chunk in c.api.build(path=str(ctx), dockerfile="Dockerfile", rm=True,
+                                     forcerm=True, decode=True, nocache=no_cache):
+                text = chunk.get("stream") or chunk.get("status") or ""
+                log.write(text)
+                if text.startswith("Step "):
+                    progress(f"{text.strip()[:80]} [{time.monotonic() - started:.0f}s]")
+                if "error" in chunk:
+                    log.write(chunk["error"] + "\n")
+                    raise BuildFailed(f"build failed: {chunk['error'].strip()[:160]}; the log "
+                                      f"is {log_path}")
+                aux = chunk.get("aux") or {}
+                image_id = aux.get("ID", image_id)
+        except docker.errors.APIError as e:
+            raise BuildFailed(f"build failed: {e}; the log is {log_path}") from e
+    if not image_id:
+        raise BuildFailed(f"the classic builder returned no image ID; the log is {log_path}")
+    return image_id

@@ -1,0 +1,300 @@
+"""The shell: parse arguments, call one module, print. The only place that prints or exits."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import EnvgenError, InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors are exit 2, one sentence, no traceback
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _json_out(obj) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def _table(rows: list[list], header: list[str]) -> str:
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)),
+                      *(fmt.format(*r) for r in rows)])
+
+
+def _matrix(args):
+    from .matrix import load_matrix
+    return load_matrix(args.matrix or os.environ.get("ENVGEN_MATRIX") or None)
+
+
+def _resolve(args, matrix=None, spec_text=None):
+    from .resolve import host_from_flags, resolve
+    from .spec import parse_spec
+    m = matrix or _matrix(args)
+    host = host_from_flags(m, driver=getattr(args, "driver", None),
+                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
+                           python=getattr(args, "python", None),
+                           sources=getattr(args, "sources", None)
+                           or os.environ.get("ENVGEN_SOURCES"))
+    return resolve(m, parse_spec(spec_text or args.spec, m), host)
+
+
+# ---- matrix -------------------------------------------------------------------------------
+
+def cmd_matrix(args) -> int:
+    m = _matrix(args)
+    if args.action == "validate":
+        counts = {"drivers": len(m.drivers), "cuda": len(m.cuda), "gpus": len(m.gpus),
+                  "libraries": len(m.libraries), "framework_releases": len(m.releases),
+                  "bases": len(m.bases)}
+        if args.json:
+            _json_out({"valid": True, "sha256": m.sha256, "counts": counts})
+        else:
+            print(f"matrix is valid (sha256 {m.sha256[:12]}): " +
+                  ", ".join(f"{v} {k}" for k, v in counts.items()))
+        return 0
+    if args.action == "list":
+        from .errors import Unsatisfiable
+        rows = []
+        for name in m.stack_names():
+            try:
+                st = _resolve(args, m, name)
+                rows.append({"stack": name, "version": st.version, "python": st.python,
+                             "cuda": st.cuda, "source": st.wheel_source,
+                             "driver_minimum": st.driver_minimum, "base": st.base.name})
+            except Unsatisfiable as e:
+                rows.append({"stack": name, "error": e.message})
+        if args.json:
+            _json_out(rows)
+        else:
+            print(_table([[r["stack"], r.get("version"), r.get("python"), r.get("cuda"),
+                           r.get("driver_minimum"), r.get("source"),
+                           r.get("base") or r.get("error")] for r in rows],
+                         ["stack", "version", "python", "cuda", "min driver", "source",
+                          "base"]))
+        return 0
+    # show
+    from .matrix.show import section_rows
+    rows, header = section_rows(m, args.section)
+    if args.json:
+        _json_out([dict(zip(header, r)) for r in rows])
+    else:
+        print(_table(rows, header))
+    return 0
+
+
+# ---- resolve / render ---------------------------------------------------------------------
+
+def cmd_resolve(args) -> int:
+    st = _resolve(args)
+    if args.json:
+        _json_out(st.to_json())
+        return 0
+    d = st.to_json()
+    print(f"{st.stack}: {st.framework_package} {st.version} ({st.variant}), Python "
+          f"{st.python}, CUDA {st.cuda or '-'} (cuDNN {st.cudnn or '-'}, NCCL "
+          f"{st.nccl or '-'})")
+    print(f"  base:    {st.base.name} ({st.base.reference})")
+    print(f"  wheels:  {st.wheel_source}" + (f" ({st.index_url})" if st.index_url else ""))
+    print(f"  driver:  >= {d['driver']['minimum']} (native from {d['driver']['toolkit']})"
+          if st.cuda else "  driver:  not needed (CPU build)")
+    if st.require_cuda:
+        print(f"  NVIDIA_REQUIRE_CUDA: {st.require_cuda}")
+    print("  packages: " + " ".join(f"{n}=={v}" for n, v in st.packages))
+    print("  reasons:")
+    for r in st.reasons:
+        print(f"    - {r}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    from .context import write_context
+    st = _resolve(args)
+    files = write_context(st, Path(args.output))
+    if args.json:
+        _json_out({"stack": st.to_json(), "files": [str(f) for f in files]})
+    else:
+        print(f"{st.stack} ({st.framework_package} {st.version}) rendered into "
+              f"{args.output}: " + ", ".join(f.name for f in files))
+    return 0
+
+
+# ---- require-cuda -------------------------------------------------------------------------
+
+def cmd_require_cuda(args) -> int:
+    from . import require_cuda
+    from .compat import driver_cuda
+    if not args.driver or not all(p.isdigit() for p in args.driver.split(".")):
+        raise InputError(f"--driver {args.driver!r} is not a driver version like 535.104.05")
+    cuda = args.cuda or driver_cuda(_matrix(args), args.driver)
+    if cuda is None:
+        raise InputError(f"driver {args.driver} is older than every CUDA release in the "
+                         f"matrix; pass --cuda")
+    env = {"NVIDIA_REQUIRE_CUDA": args.string}
+    for extra in args.env or ():
+        key, eq, value = extra.partition("=")
+        if not eq:
+            raise InputError(f"--env {extra!r} must be NAME=VALUE")
+        env[key] = value
+    host = require_cuda.Host(driver=args.driver, cuda=cuda, brand=args.brand, arch=args.arch)
+    d = require_cuda.evaluate(env, host)
+    if args.json:
+        _json_out({"ok": d.ok, "clause": d.clause, "why": d.why, "host": host.__dict__})
+    else:
+        print(("yes: " if d.ok else "no: ") + d.why)
+    return 0 if d.ok else 1
+
+
+def _later(name):
+    def run(args):
+        from importlib import import_module
+        mod = import_module(f".commands.{name}", __package__)
+        return mod.run(args)
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="envgen", description="Certified GPU training environments from a "
+                                           "compatibility matrix.")
+    p.add_argument("--version", action="version", version=f"envgen {__version__}")
+    p.add_argument("--matrix", metavar="PATH",
+                   help="matrix file or folder to use instead of the bundled one")
+    json_flag = _Parser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="machine-readable output")
+    host = _Parser(add_help=False)
+    host.add_argument("--driver", metavar="VER", help="host driver, e.g. 535.104.05")
+    host.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. H100 or 'RTX 4090'")
+    host.add_argument("--cc", metavar="X.Y", help="GPU compute capability, e.g. 9.0")
+    host.add_argument("--python", metavar="X.Y", help="Python version")
+    host.add_argument("--sources", metavar="POLICY",
+                      help="wheel sources: auto (default: PyPI first, then per-variant "
+                           "indexes), pypi, index, or a PyPI mirror URL")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    mx = sub.add_parser("matrix", help="list, show or validate the matrix")
+    mxs = mx.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    mxs.add_parser("list", parents=[json_flag, host], help="every stack the matrix offers")
+    show = mxs.add_parser("show", parents=[json_flag], help="one section of the matrix")
+    show.add_argument("section", nargs="?", default="frameworks",
+                      choices=["drivers", "cuda", "forward_compat", "gpus", "libraries",
+                               "frameworks", "releases", "bases", "sources"])
+    mxs.add_parser("validate", parents=[json_flag], help="validate the matrix")
+    mx.set_defaults(func=cmd_matrix)
+
+    r = sub.add_parser("resolve", parents=[json_flag, host], help="spec -> pinned stack")
+    r.add_argument("spec")
+    r.set_defaults(func=cmd_resolve)
+
+    rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
+    rd.add_argument("spec")
+    rd.add_argument("-o", "--output", required=True, metavar="DIR")
+    rd.set_defaults(func=cmd_render)
+
+    b = sub.add_parser("build", parents=[json_flag, host], help="render and build an image")
+    b.add_argument("spec")
+    b.add_argument("--certify", action="store_true", help="certify the image after building")
+    b.add_argument("--tag", metavar="T", help="image tag (default envgen/STACK:VERSION)")
+    b.add_argument("--gpus", default="auto", help="for --certify: all, none, auto or 0,1")
+    b.add_argument("--no-cache", action="store_true", help="build without the layer cache")
+    b.add_argument("--builder", choices=["auto", "buildkit", "classic"], default="auto")
+    b.set_defaults(func=_later("build"))
+
+    c = sub.add_parser("certify", parents=[json_flag, host],
+                       help="run the smoke-training payload in an image")
+    c.add_argument("target", metavar="IMAGE|SPEC")
+    c.add_argument("--gpus", default="auto", help="all, none, auto (default) or 0,1")
+    c.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
+                   default="auto", help="how GPUs reach the container")
+    c.add_argument("--timeout", type=int, default=900, help="seconds before the run is killed")
+    c.add_argument("--steps", type=int, default=None, help="training steps")
+    c.add_argument("--multi-gpu", action="store_true", help="also run DDP over NCCL")
+    c.set_defaults(func=_later("certify"))
+
+    cs = sub.add_parser("certs", help="stored certificates")
+    css = cs.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    css.add_parser("list", parents=[json_flag])
+    cshow = css.add_parser("show", parents=[json_flag])
+    cshow.add_argument("image", metavar="IMAGE_ID")
+    cs.set_defaults(func=_later("certs"))
+
+    lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")
+    lk.add_argument("specs", nargs="*", metavar="SPEC")
+    lk.add_argument("-o", "--output", default="envgen.lock")
+    lk.set_defaults(func=_later("lock"))
+
+    vf = sub.add_parser("verify", parents=[json_flag], help="check images against a lock")
+    vf.add_argument("lock", metavar="LOCK")
+    vf.add_argument("--rebuild", action="store_true")
+    vf.set_defaults(func=_later("verify"))
+
+    df = sub.add_parser("diff", parents=[json_flag], help="what changes between matrices "
+                                                          "or drivers")
+    df.add_argument("old", nargs="?")
+    df.add_argument("new", nargs="?")
+    df.add_argument("--driver", metavar="OLD..NEW")
+    df.add_argument("--gpu", metavar="NAME")
+    df.add_argument("--fleet", metavar="FILE")
+    df.set_defaults(func=_later("diff"))
+
+    dr = sub.add_parser("doctor", parents=[json_flag], help="check this host")
+    dr.set_defaults(func=_later("doctor"))
+
+    ci = sub.add_parser("ci", help="CI files: a GitHub workflow or a docker-bake.json")
+    ci.add_argument("kind", choices=["github", "bake"])
+    ci.add_argument("specs", nargs="*", metavar="SPEC")
+    ci.set_defaults(func=_later("ci"))
+
+    sm = sub.add_parser("smoke", parents=[json_flag],
+                        help="run the smoke-training payload natively on this host")
+    sm.add_argument("--require", choices=["auto", "cuda", "cpu"], default="auto")
+    sm.add_argument("--steps", type=int, default=None)
+    sm.add_argument("--multi-gpu", action="store_true")
+    sm.set_defaults(func=_later("smoke"))
+
+    rq = sub.add_parser("require-cuda", help="NVIDIA_REQUIRE_CUDA checks")
+    rqs = rq.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    chk = rqs.add_parser("check", parents=[json_flag],
+                         help="would the toolkit start a container with this requirement?")
+    chk.add_argument("string")
+    chk.add_argument("--driver", required=True)
+    chk.add_argument("--cuda", help="CUDA version the driver supports (derived if omitted)")
+    chk.add_argument("--brand", help="GPU brand, e.g. tesla, geforce")
+    chk.add_argument("--arch", help="compute capability, e.g. 9.0")
+    chk.add_argument("--env", action="append", metavar="NAME=VALUE",
+                     help="more NVIDIA_REQUIRE_* or NVIDIA_DISABLE_REQUIRE variables")
+    rq.set_defaults(func=cmd_require_cuda)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except EnvgenError as e:
+        if want_json:
+            print(json.dumps(e.to_json(), indent=2))
+        else:
+            print(f"envgen: error: {e}", file=sys.stderr)
+            for h in e.hints:
+                print(f"  try: {h}", file=sys.stderr)
+            for p in getattr(e, "problems", [])[1:20]:
+                print(f"  also: {p}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("envgen: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Can this driver and GPU run that CUDA build? The rules shared by resolve, diff and doctor."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .matrix import Matrix
+from .model import V, CudaRelease, Gpu, Variant
+
+NATIVE, MINOR, FORWARD = "native", "minor-version compatibility", "forward compatibility"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    how: str | None      # NATIVE, MINOR, FORWARD, or None when it cannot run
+    why: str             # one sentence
+
+
+def driver_cuda(matrix: Matrix, driver: str) -> str | None:
+    """The CUDA version a driver reports (nvidia-smi's "CUDA Version"), from the matrix."""
+    rel = matrix.newest_driver_cuda(driver)
+    return rel.short if rel else None
+
+
+def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None = None,
+                compat_available: bool = True) -> Verdict:
+    """Whether `driver` runs an application built with `cuda`, and how."""
+    if V(driver) >= V(cuda.toolkit_driver):
+        return Verdict(True, NATIVE, f"driver {driver} is at least {cuda.toolkit_driver}, the "
+                                     f"driver CUDA {cuda.version} ships with")
+    floor = matrix.cuda_major(cuda.major)
+    if floor and V(driver) >= V(floor.minimum_driver):
+        return Verdict(True, MINOR, f"driver {driver} runs CUDA {cuda.short} through "
+                                    f"minor-version compatibility (CUDA {cuda.major}.x needs "
+                                    f"at least {floor.minimum_driver}); PTX JIT compilation "
+                                    f"fails on this driver")
+    branch = driver.split(".")[0]
+    fc = next((f for f in matrix.forward_compat if f.cuda == cuda.short), None)
+    need = floor.minimum_driver if floor else cuda.toolkit_driver
+    if fc and branch in fc.branches:
+        classes = "/".join(fc.gpu_classes)
+        if gpu is None:
+            return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
+                                        f"forward compatibility, on {classes} GPUs: name the "
+                                        f"GPU (--gpu) to use it")
+        if gpu.gpu_class not in fc.gpu_classes:
+            return Verdict(False, None, f"driver {driver} is older than {need}, and forward "
+                                        f"compatibility for CUDA {cuda.short} is not available "
+                                        f"on {gpu.gpu_class} GPUs like the {gpu.name}")
+        if not compat_available:
+            return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
+                                        f"forward compatibility, which needs a base image with "
+                                        f"cuda-compat {cuda.short}")
+        return Verdict(True, FORWARD, f"driver {driver} (R{branch}) runs CUDA {cuda.short} on "
+                                      f"the {gpu.name} through forward compatibility "
+                                      f"(cuda-compat in the image)")
+    return Verdict(False, None, f"driver {driver} is older than {need}, the minimum for CUDA "
+                                f"{cuda.major}.x (minor-version compatibility)"
+                                + ("" if fc is None else f", and R{branch} is not a "
+                                   f"forward-compatible branch for CUDA {cuda.short}"))
+
+
+def kernels_for(variant: Variant, cc: str, how: str | None = NATIVE) -> Verdict:
+    """Whether a build carries kernels (SASS, or PTX to JIT) for compute capability `cc`."""
+    if variant.cuda is None:
+        return Verdict(True, None, "a CPU build needs no GPU kernels")
+    major, minor = (int(x) for x in cc.split("."))
+    archs = variant.compute_capabilities
+    listed = ", ".join(archs) or "none"
+    if cc in archs:
+        return Verdict(True, NATIVE, f"the build has kernels for compute capability {cc}")
+    same = [a for a in archs if int(a.split(".")[0]) == major
+            and int(a.split(".")[1]) <= minor]
+    if same:
+        return Verdict(True, NATIVE, f"kernels for compute capability {same[-1]} run on "
+                                     f"{cc} (same major)")
+    if variant.ptx and V(variant.ptx) <= V(cc):
+        if how == MINOR:
+            return Verdict(False, None, f"no kernels for compute capability {cc}: only PTX "
+                                        f"{variant.ptx}, and PTX JIT fails under "
+                                        f"minor-version compatibility")
+        return Verdict(True, "ptx", f"PTX for {variant.ptx} is JIT-compiled for {cc} at "
+                                    f"first start")
+    return Verdict(False, None, f"no kernels for compute capability {cc} (the build has "
+                                f"{listed}): \"no kernel image is available\"")

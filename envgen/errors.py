@@ -1,0 +1,83 @@
+"""The one error tree. Each class carries the exit code the CLI returns (design.md)."""
+from __future__ import annotations
+
+
+class EnvgenError(Exception):
+    """Base of every error envgen reports to a user: one sentence, an exit code, a place."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 hints: tuple[str, ...] | list[str] = ()):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.hints = tuple(hints)
+
+    @property
+    def location(self) -> str | None:
+        if self.file is None:
+            return None
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def __str__(self) -> str:
+        loc = self.location
+        return f"{loc}: {self.message}" if loc else self.message
+
+    def to_json(self) -> dict:
+        return {"error": type(self).__name__, "message": self.message, "file": self.file,
+                "line": self.line, "exit_code": self.exit_code, "hints": list(self.hints)}
+
+
+class InputError(EnvgenError):
+    """Bad input: a flag, a spec, a matrix, a lock file."""
+
+    exit_code = 2
+
+
+class MatrixError(InputError):
+    """A matrix file is unreadable or breaks the schema; carries every problem found."""
+
+    def __init__(self, problems: list["MatrixError"] | None = None, message: str = "",
+                 **kw):
+        self.problems = list(problems or [])
+        if self.problems and not message:
+            first = self.problems[0]
+            kw.setdefault("file", first.file)
+            kw.setdefault("line", first.line)
+            message = first.message
+            if len(self.problems) > 1:
+                message += f" (and {len(self.problems) - 1} more problem(s))"
+        super().__init__(message, **kw)
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        if self.problems:
+            out["problems"] = [{"file": p.file, "line": p.line, "message": p.message}
+                               for p in self.problems]
+        return out
+
+
+class Unsatisfiable(InputError):
+    """No stack satisfies the spec and host constraints; hints name the nearest ones that do."""
+
+    exit_code = 2
+
+
+class CheckFailed(EnvgenError):
+    """The thing checked is false: certification failed, verify found drift."""
+
+    exit_code = 1
+
+
+class EnvironmentMissing(EnvgenError):
+    """The host lacks something: no Docker daemon, no GPU where one is required."""
+
+    exit_code = 3
+
+
+class BuildFailed(EnvgenError):
+    """An image build failed; the message names the step and the log's path."""
+
+    exit_code = 1

@@ -1,0 +1,234 @@
+"""Matrix files → validated domain objects, every problem collected with its file:line."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
+from ..errors import MatrixError
+from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
+                     Framework, FrameworkRelease, Gpu, Library, Variant, WheelSource)
+from .schema import SECTIONS, validate
+from .table import Matrix
+from .yamlfile import load_file
+
+BUNDLED = Path(__file__).resolve().parent.parent / "data" / "matrices"
+
+
+def bundled_path() -> Path:
+    """The matrix shipped inside the package (a copy of the repository's matrices/)."""
+    repo = Path(__file__).resolve().parents[2] / "matrices"
+    return repo if repo.is_dir() else BUNDLED
+
+
+def matrix_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.yaml") if p.is_file())
+        if not files:
+            raise MatrixError(message="no *.yaml files in this folder", file=str(path))
+        return files
+    if path.is_file():
+        return [path]
+    raise MatrixError(message="no such matrix file or folder", file=str(path))
+
+
+def load_matrix(path: str | Path | None = None) -> Matrix:
+    """Load and validate a matrix file or folder (the bundled one by default)."""
+    root = Path(path) if path else bundled_path()
+    files = matrix_files(root)
+    digest = hashlib.sha256()
+    problems: list[MatrixError] = []
+    entries: dict[str, list] = {s: [] for s in SECTIONS}
+    for f in files:
+        name = str(f)
+        try:
+            doc = load_file(f, name)
+        except MatrixError as e:
+            problems.append(e)
+            continue
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        if doc is not None and not isinstance(doc, dict):
+            problems.append(MatrixError(message="a matrix file must be a mapping of sections",
+                                        file=name, line=1))
+            continue
+        schema_problems = validate(doc, name)
+        problems += schema_problems
+        if schema_problems or doc is None:
+            continue
+        for section, items in doc.items():
+            for item, line in zip(items, items.lines):
+                entries[section].append((item, name, line))
+    if problems:
+        raise MatrixError(problems)
+    matrix = _build(entries, digest.hexdigest(), problems)
+    if not problems:
+        _cross_check(matrix, problems)
+    if problems:
+        raise MatrixError(problems)
+    return matrix
+
+
+def _t(x) -> tuple:
+    return tuple(x or ())
+
+
+def _build(entries, sha, problems) -> Matrix:
+    def loc(raw, f, line):
+        return {"source": raw["source"], "file": f, "line": line}
+
+    m = Matrix(sha256=sha)
+    for raw, f, ln in entries["drivers"]:
+        m.drivers.append(DriverBranch(**loc(raw, f, ln), branch=raw["branch"],
+                                      first=raw["first"], latest=raw["latest"],
+                                      lts=raw.get("lts", False), eol=raw.get("eol")))
+    for raw, f, ln in entries["cuda_majors"]:
+        m.cuda_majors.append(CudaMajor(**loc(raw, f, ln), major=raw["major"],
+                                       minimum_driver=raw["minimum_driver"]))
+    for raw, f, ln in entries["cuda"]:
+        m.cuda.append(CudaRelease(**loc(raw, f, ln), version=raw["version"],
+                                  toolkit_driver=raw["toolkit_driver"],
+                                  runtime=raw.get("runtime", ""),
+                                  compute_capabilities=_t(raw.get("compute_capabilities")),
+                                  released=raw.get("released")))
+    for raw, f, ln in entries["forward_compat"]:
+        m.forward_compat.append(ForwardCompat(**loc(raw, f, ln), cuda=raw["cuda"],
+                                              branches=_t(raw["branches"]),
+                                              gpu_classes=_t(raw.get("gpu_classes",
+                                                                     ["datacenter"]))))
+    for raw, f, ln in entries["gpus"]:
+        m.gpus.append(Gpu(**loc(raw, f, ln), name=raw["name"], aliases=_t(raw.get("aliases")),
+                          cc=raw["cc"], arch=raw.get("arch", ""), gpu_class=raw["class"],
+                          brand=raw.get("brand", "")))
+    for raw, f, ln in entries["libraries"]:
+        m.libraries.append(Library(**loc(raw, f, ln), name=raw["name"],
+                                   version=raw["version"], cuda=raw["cuda"]))
+    for raw, f, ln in entries["frameworks"]:
+        m.frameworks.append(Framework(**loc(raw, f, ln), name=raw["name"],
+                                      package=raw["package"],
+                                      companions=_t(raw.get("companions")),
+                                      smoke=raw.get("smoke", raw["package"])))
+    for raw, f, ln in entries["framework_releases"]:
+        variants = tuple(
+            Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
+                    nccl=v.get("nccl"), compute_capabilities=_t(v.get("compute_capabilities")),
+                    ptx=v.get("ptx"), sources=_t(v["sources"]),
+                    packages=tuple(sorted((v.get("packages") or {}).items())))
+            for v in raw["variants"])
+        m.releases.append(FrameworkRelease(
+            **loc(raw, f, ln), framework=raw["framework"], version=raw["version"],
+            released=raw.get("released"), pythons=_t(raw["pythons"]),
+            companions=tuple(sorted((raw.get("companions") or {}).items())),
+            pypi_variant=raw.get("pypi_variant"), variants=variants))
+    for raw, f, ln in entries["wheel_sources"]:
+        m.wheel_sources.append(WheelSource(**loc(raw, f, ln), name=raw["name"],
+                                           kind=raw["kind"], url=raw["url"]))
+    for raw, f, ln in entries["bases"]:
+        m.bases.append(BaseImage(
+            **loc(raw, f, ln), name=raw["name"], kind=raw["kind"], image=raw["image"],
+            digest=raw.get("digest"), suite=raw.get("suite"), snapshot=raw.get("snapshot"),
+            python=raw["python"], os=raw.get("os", ""), cuda=raw.get("cuda"),
+            cuda_compat=raw.get("cuda_compat", False),
+            provides=tuple(sorted((raw.get("provides") or {}).items())),
+            default=raw.get("default", False)))
+    return m
+
+
+def _problem(problems, obj, message):
+    problems.append(MatrixError(message=message, file=obj.file, line=obj.line))
+
+
+def _unique(problems, items, key, what):
+    seen = {}
+    for it in items:
+        k = key(it)
+        if k in seen:
+            _problem(problems, it, f"duplicate {what} {k!r} (also at {seen[k].file}:"
+                                   f"{seen[k].line})")
+        else:
+            seen[k] = it
+
+
+def _cross_check(m: Matrix, problems: list) -> None:
+    """References between sections, and values the schema cannot judge."""
+    _unique(problems, m.drivers, lambda d: d.branch, "driver branch")
+    _unique(problems, m.cuda_majors, lambda c: c.major, "CUDA major")
+    _unique(problems, m.cuda, lambda c: c.version, "CUDA release")
+    _unique(problems, m.gpus, lambda g: g.name.lower(), "GPU")
+    _unique(problems, m.libraries, lambda lib: (lib.name, lib.version), "library")
+    _unique(problems, m.frameworks, lambda f: f.name, "framework")
+    _unique(problems, m.releases, lambda r: (r.framework, r.version), "framework release")
+    _unique(problems, m.wheel_sources, lambda s: s.name, "wheel source")
+    _unique(problems, m.bases, lambda b: b.name, "base")
+    for d in m.drivers:
+        if not (d.first.startswith(d.branch + ".") and d.latest.startswith(d.branch + ".")):
+            _problem(problems, d, f"driver branch {d.branch}: first/latest are not in it")
+        elif V(d.latest) < V(d.first):
+            _problem(problems, d, f"driver branch {d.branch}: latest {d.latest} is older "
+                                  f"than first {d.first}")
+    majors = {c.major for c in m.cuda_majors}
+    for c in m.cuda:
+        if c.major not in majors:
+            _problem(problems, c, f"CUDA {c.version}: no cuda_majors entry for {c.major}")
+    branches = {d.branch for d in m.drivers}
+    for fc in m.forward_compat:
+        for b in fc.branches:
+            if b not in branches:
+                _problem(problems, fc, f"forward_compat {fc.cuda}: unknown driver branch {b}")
+    for lib in m.libraries:
+        try:
+            SpecifierSet(lib.cuda)
+        except InvalidSpecifier:
+            _problem(problems, lib, f"{lib.name} {lib.version}: bad CUDA specifier "
+                                    f"{lib.cuda!r}")
+    sources = {s.name for s in m.wheel_sources}
+    frameworks = {f.name for f in m.frameworks}
+    cudas = {c.version for c in m.cuda}
+    libs = {(lib.name, lib.version) for lib in m.libraries}
+    for r in m.releases:
+        if r.framework not in frameworks:
+            _problem(problems, r, f"{r.framework} {r.version}: unknown framework "
+                                  f"{r.framework!r}")
+        try:
+            V(r.version)
+        except InvalidVersion:
+            _problem(problems, r, f"{r.framework}: bad version {r.version!r}")
+        names = [v.name for v in r.variants]
+        if len(set(names)) != len(names):
+            _problem(problems, r, f"{r.framework} {r.version}: a variant is listed twice")
+        if r.pypi_variant and r.pypi_variant not in names:
+            _problem(problems, r, f"{r.framework} {r.version}: pypi_variant "
+                                  f"{r.pypi_variant} is not one of its variants")
+        for v in r.variants:
+            where = f"{r.framework} {r.version} {v.name}"
+            for s in v.sources:
+                if s not in sources:
+                    _problem(problems, r, f"{where}: unknown wheel source {s!r}")
+            if v.name == "cpu":
+                if v.cuda:
+                    _problem(problems, r, f"{where}: a cpu variant has no CUDA")
+                continue
+            if v.cuda not in cudas:
+                _problem(problems, r, f"{where}: unknown CUDA release {v.cuda!r}")
+            elif "cu" + "".join(v.cuda.split(".")[:2]) != v.name:
+                _problem(problems, r, f"{where}: variant name does not match CUDA {v.cuda}")
+            for lib_name in ("cudnn", "nccl"):
+                ver = getattr(v, lib_name)
+                if ver and (lib_name, ver) not in libs:
+                    _problem(problems, r, f"{where}: unknown {lib_name} version {ver!r}")
+                elif ver and v.cuda in cudas:
+                    lib = m.library(lib_name, ver)
+                    if ".".join(v.cuda.split(".")[:2]) not in SpecifierSet(lib.cuda):
+                        _problem(problems, r, f"{where}: {lib_name} {ver} does not support "
+                                              f"CUDA {v.cuda}")
+    for b in m.bases:
+        for pkg, ver in b.provides:
+            rel = next((r for r in m.releases if m.framework(r.framework).package == pkg
+                        and r.version == ver.split("+")[0]), None) \
+                if pkg in {f.package for f in m.frameworks} else None
+            if pkg in {f.package for f in m.frameworks} and rel is None:
+                _problem(problems, b, f"base {b.name}: provides {pkg} {ver}, which is not a "
+                                      f"release in the matrix")
+        if b.kind == "local" and not b.suite:
+            _problem(problems, b, f"base {b.name}: a local base needs a Debian suite")

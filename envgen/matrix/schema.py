@@ -1,0 +1,144 @@
+"""The matrix schema (JSON Schema) and its validation with file:line for every problem."""
+from __future__ import annotations
+
+import jsonschema
+
+from ..errors import MatrixError
+
+# Patterns double as the injection guard: nothing that reaches a template can carry a
+# quote, a space, a `$`, a `;` or a newline.
+VERSION = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9]+)*$",
+           "maxLength": 40}
+DRIVER = {"type": "string", "pattern": r"^[0-9]{3}(\.[0-9]{1,3}){1,2}$"}
+CUDA_VER = {"type": "string", "pattern": r"^[0-9]{1,2}\.[0-9]{1,2}(\.[0-9]{1,3})?$"}
+CC = {"type": "string", "pattern": r"^[0-9]{1,2}\.[0-9]$"}
+NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"}
+GPU_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9 ._+()/-]{0,79}$"}
+PYTHON = {"type": "string", "pattern": r"^3\.[0-9]{1,2}$"}
+URL = {"type": "string", "pattern": r"^https?://[A-Za-z0-9._~:/?#@!*+,=%-]+$", "maxLength": 300}
+SOURCE = {"type": "string", "pattern": r"^(https?://|pypi:)[^\s'\"`$\\]+$", "maxLength": 400}
+IMAGE = {"type": "string",
+         "pattern": r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$",
+         "maxLength": 200}
+DIGEST = {"type": ["string", "null"], "pattern": r"^sha256:[a-f0-9]{64}$"}
+MONTH = {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}$"}
+SPECIFIER = {"type": "string", "pattern": r"^[<>=!~0-9., ]+$", "maxLength": 60}
+PIN_SPEC = {"type": "string", "maxLength": 60,
+            "pattern": r"^(==|>=|<=|~=|!=|<|>)[0-9][0-9A-Za-z.*]*(,(==|>=|<=|~=|!=|<|>)"
+                       r"[0-9][0-9A-Za-z.*]*)*$"}
+PINS = {"type": "object", "propertyNames": NAME, "additionalProperties": VERSION}
+# Requires-Dist pins of a wheel: exact versions, or the wildcard/range the wheel states.
+WHEEL_PINS = {"type": "object", "propertyNames": NAME,
+              "additionalProperties": {"anyOf": [VERSION, PIN_SPEC]}}
+
+
+def _entry(required: dict, optional: dict | None = None) -> dict:
+    props = {**required, **(optional or {}), "source": SOURCE}
+    return {"type": "object", "additionalProperties": False, "properties": props,
+            "required": sorted([*required, "source"])}
+
+
+def _list(item: dict) -> dict:
+    return {"type": "array", "items": item}
+
+
+VARIANT = {
+    "type": "object", "additionalProperties": False,
+    "required": ["name", "cuda", "sources"],
+    "properties": {
+        "name": {"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
+        "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
+        "cudnn": {"anyOf": [VERSION, {"type": "null"}]},
+        "nccl": {"anyOf": [VERSION, {"type": "null"}]},
+        "compute_capabilities": _list(CC),
+        "ptx": {"anyOf": [CC, {"type": "null"}]},
+        "sources": {**_list(NAME), "minItems": 1},
+        "packages": WHEEL_PINS,
+    },
+}
+
+SECTIONS = {
+    "drivers": _list(_entry(
+        {"branch": {"type": "string", "pattern": r"^[0-9]{3}$"}, "first": DRIVER,
+         "latest": DRIVER},
+        {"lts": {"type": "boolean"}, "eol": MONTH})),
+    "cuda_majors": _list(_entry(
+        {"major": {"type": "integer", "minimum": 9, "maximum": 99}, "minimum_driver": DRIVER})),
+    "cuda": _list(_entry(
+        {"version": CUDA_VER, "toolkit_driver": DRIVER},
+        {"runtime": VERSION, "compute_capabilities": _list(CC), "released": MONTH})),
+    "forward_compat": _list(_entry(
+        {"cuda": CUDA_VER, "branches": _list({"type": "string", "pattern": r"^[0-9]{3}$"})},
+        {"gpu_classes": _list({"enum": ["datacenter", "workstation"]})})),
+    "gpus": _list(_entry(
+        {"name": GPU_NAME, "cc": CC,
+         "class": {"enum": ["datacenter", "workstation", "geforce"]}},
+        {"aliases": _list(GPU_NAME), "arch": NAME, "brand": NAME})),
+    "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
+    "frameworks": _list(_entry(
+        {"name": NAME, "package": NAME},
+        {"companions": _list(NAME), "smoke": NAME})),
+    "framework_releases": _list(_entry(
+        {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1},
+         "variants": {**_list(VARIANT), "minItems": 1}},
+        {"released": MONTH, "companions": PINS,
+         "pypi_variant": {"anyOf": [{"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
+                                    {"type": "null"}]}})),
+    "wheel_sources": _list(_entry(
+        {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),
+    "bases": _list(_entry(
+        {"name": NAME, "kind": {"enum": ["local", "registry", "framework"]}, "image": IMAGE,
+         "python": PYTHON},
+        {"digest": DIGEST, "suite": {"anyOf": [NAME, {"type": "null"}]},
+         "snapshot": {"type": ["string", "null"], "pattern": r"^[0-9]{8}T[0-9]{6}Z$"},
+         "os": NAME, "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
+         "cuda_compat": {"type": "boolean"}, "provides": PINS,
+         "default": {"type": "boolean"}})),
+}
+
+FILE_SCHEMA = {"type": "object", "additionalProperties": False, "properties": SECTIONS}
+_VALIDATOR = jsonschema.Draft202012Validator(FILE_SCHEMA)
+
+
+def line_of(doc, path) -> int | None:
+    """The line of the deepest node on `path` that recorded one."""
+    node, line = doc, getattr(doc, "line", None)
+    for key in path:
+        lines = getattr(node, "lines", None)
+        try:
+            if lines is not None:
+                line = lines[key]
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        line = getattr(node, "line", line) if not isinstance(node, (str, int, float)) \
+            else line
+    return line
+
+
+def _describe(err: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in err.absolute_path) or "top level"
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        return f"{where}: unknown key(s) {', '.join(extra)}"
+    if err.validator == "required":
+        return f"{where}: {err.message.replace(' is a required property', '')} is required"
+    if err.validator == "pattern":
+        return f"{where}: {err.instance!r} is not a valid value here"
+    if err.validator in ("type", "anyOf") and isinstance(err.instance, (float, int)) \
+            and not isinstance(err.instance, bool):
+        return f"{where}: {err.instance!r} is a number; quote versions (\"{err.instance}\")"
+    if err.validator == "anyOf":
+        return f"{where}: {err.instance!r} is not a valid value here"
+    return f"{where}: {err.message}"
+
+
+def validate(doc, name: str) -> list[MatrixError]:
+    """Every schema problem in one parsed file, each with its line."""
+    if doc is None:
+        return []
+    problems = []
+    for err in sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(map(str, e.path))):
+        problems.append(MatrixError(message=_describe(err), file=name,
+                                    line=line_of(doc, list(err.absolute_path))))
+    return problems

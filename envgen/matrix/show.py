@@ -1,0 +1,38 @@
+"""Rows for `envgen matrix show SECTION`."""
+from __future__ import annotations
+
+from .table import Matrix
+
+
+def section_rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
+    if section == "drivers":
+        return ([[d.branch, d.first, d.latest, d.lts, d.eol, d.source] for d in m.drivers],
+                ["branch", "first", "latest", "lts", "eol", "source"])
+    if section == "cuda":
+        return ([[c.version, c.toolkit_driver, m.cuda_major(c.major).minimum_driver,
+                  c.runtime, " ".join(c.compute_capabilities), c.source] for c in m.cuda],
+                ["version", "toolkit_driver", "minimum_driver", "runtime",
+                 "compute_capabilities", "source"])
+    if section == "forward_compat":
+        return ([[f.cuda, " ".join(f.branches), " ".join(f.gpu_classes), f.source]
+                 for f in m.forward_compat], ["cuda", "branches", "gpu_classes", "source"])
+    if section == "gpus":
+        return ([[g.name, g.cc, g.arch, g.gpu_class, g.brand, g.source] for g in m.gpus],
+                ["name", "cc", "arch", "class", "brand", "source"])
+    if section == "libraries":
+        return ([[x.name, x.version, x.cuda, x.source] for x in m.libraries],
+                ["name", "version", "cuda", "source"])
+    if section == "releases":
+        rows = []
+        for r in sorted(m.releases, key=lambda r: (r.framework, r.version)):
+            rows.append([r.framework, r.version, " ".join(r.pythons), r.pypi_variant,
+                         " ".join(v.name for v in r.variants)])
+        return rows, ["framework", "version", "pythons", "pypi_variant", "variants"]
+    if section == "bases":
+        return ([[b.name, b.kind, b.image, b.python, b.cuda, b.cuda_compat, b.source]
+                 for b in m.bases],
+                ["name", "kind", "image", "python", "cuda", "cuda_compat", "source"])
+    if section == "sources":
+        return ([[s.name, s.kind, s.url] for s in m.wheel_sources], ["name", "kind", "url"])
+    return ([[f.name, f.package, " ".join(f.companions), f.smoke, f.source]
+             for f in m.frameworks], ["name", "package", "companions", "smoke", "source"])

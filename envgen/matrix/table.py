@@ -1,0 +1,73 @@
+"""The loaded matrix: lists of domain objects and the lookups the decisions need."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
+                     Framework, FrameworkRelease, Gpu, Library, WheelSource)
+
+
+@dataclass
+class Matrix:
+    sha256: str
+    drivers: list[DriverBranch] = field(default_factory=list)
+    cuda_majors: list[CudaMajor] = field(default_factory=list)
+    cuda: list[CudaRelease] = field(default_factory=list)
+    forward_compat: list[ForwardCompat] = field(default_factory=list)
+    gpus: list[Gpu] = field(default_factory=list)
+    libraries: list[Library] = field(default_factory=list)
+    frameworks: list[Framework] = field(default_factory=list)
+    releases: list[FrameworkRelease] = field(default_factory=list)
+    wheel_sources: list[WheelSource] = field(default_factory=list)
+    bases: list[BaseImage] = field(default_factory=list)
+
+    def cuda_major(self, major: int) -> CudaMajor | None:
+        return next((c for c in self.cuda_majors if c.major == major), None)
+
+    def cuda_release(self, version: str) -> CudaRelease | None:
+        return next((c for c in self.cuda if c.version == version), None)
+
+    def library(self, name: str, version: str) -> Library | None:
+        return next((x for x in self.libraries if x.name == name and x.version == version),
+                    None)
+
+    def framework(self, name: str) -> Framework | None:
+        return next((f for f in self.frameworks if f.name == name or f.package == name), None)
+
+    def releases_of(self, framework: str) -> list[FrameworkRelease]:
+        return sorted((r for r in self.releases if r.framework == framework),
+                      key=lambda r: V(r.version), reverse=True)
+
+    def wheel_source(self, name: str) -> WheelSource | None:
+        return next((s for s in self.wheel_sources if s.name == name), None)
+
+    def base(self, name: str) -> BaseImage | None:
+        return next((b for b in self.bases if b.name == name), None)
+
+    def driver_branch(self, driver: str) -> DriverBranch | None:
+        return next((d for d in self.drivers if d.contains(driver)), None)
+
+    def gpu(self, name: str) -> Gpu | None:
+        """Find a GPU by short name or nvidia-smi name, ignoring case and 'NVIDIA ' prefixes."""
+        def norm(s: str) -> str:
+            s = s.lower().strip()
+            for prefix in ("nvidia ", "geforce ", "tesla "):
+                s = s.removeprefix(prefix)
+            return s.replace("-", " ")
+        want = norm(name)
+        for g in self.gpus:
+            if want in {norm(g.name), *(norm(a) for a in g.aliases)}:
+                return g
+        return None
+
+    def newest_driver_cuda(self, driver: str) -> CudaRelease | None:
+        """The newest CUDA release whose toolkit driver this driver satisfies."""
+        ok = [c for c in self.cuda if V(c.toolkit_driver) <= V(driver)]
+        return max(ok, key=lambda c: V(c.version), default=None)
+
+    def stack_names(self) -> list[str]:
+        names = set()
+        for r in self.releases:
+            for v in r.variants:
+                names.add(f"{r.framework}-{v.name}")
+        return sorted(names)

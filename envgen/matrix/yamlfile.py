@@ -1,0 +1,117 @@
+"""Line-aware, hostile-input-safe YAML loading: the only place raw matrix text is parsed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ..errors import MatrixError
+
+MAX_BYTES = 4 * 1024 * 1024
+
+
+class LDict(dict):
+    """A mapping that remembers the line of itself and of each key (1-based)."""
+
+    line = 0
+    lines: dict
+
+
+class LList(list):
+    line = 0
+    lines: list
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases/anchors and duplicate keys, and records lines."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Located("YAML aliases are not allowed in a matrix (write the value out)",
+                           event.start_mark)
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise _Located("YAML anchors are not allowed in a matrix (write the value out)",
+                           event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        if not isinstance(node, yaml.MappingNode):
+            raise _Located("expected a mapping", node.start_mark)
+        out = LDict()
+        out.line = node.start_mark.line + 1
+        out.lines = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise _Located("YAML merge keys (<<) are not allowed in a matrix",
+                               key_node.start_mark)
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise _Located(f"keys must be strings, not {key!r}", key_node.start_mark)
+            if key in out:
+                raise _Located(f"duplicate key '{key}' (first on line {out.lines[key]})",
+                               key_node.start_mark)
+            out[key] = self.construct_object(value_node, deep=True)
+            out.lines[key] = key_node.start_mark.line + 1
+        return out
+
+    def construct_sequence(self, node, deep=False):
+        out = LList(self.construct_object(child, deep=True) for child in node.value)
+        out.line = node.start_mark.line + 1
+        out.lines = [child.start_mark.line + 1 for child in node.value]
+        return out
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _Loader.construct_sequence)
+
+
+class _Located(Exception):
+    def __init__(self, message, mark):
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+
+
+def load_text(text: str, name: str):
+    """Parse YAML text into LDict/LList/scalars; any problem is a MatrixError at file:line."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except _Located as e:
+        raise MatrixError(message=e.message, file=name, line=e.mark.line + 1) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        what = e.problem or e.context or "invalid YAML"
+        raise MatrixError(message=f"invalid YAML: {what}", file=name,
+                          line=(mark.line + 1) if mark else None) from None
+    except yaml.YAMLError as e:
+        raise MatrixError(message=f"invalid YAML: {e}", file=name) from None
+    except RecursionError:
+        raise MatrixError(message="invalid YAML: nested too deeply", file=name) from None
+
+
+def read_text(path: Path, name: str | None = None) -> str:
+    """Read a file as strict UTF-8, naming the line of the first bad byte."""
+    name = name or str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise MatrixError(message=f"cannot read: {e.strerror}", file=name) from None
+    if len(data) > MAX_BYTES:
+        raise MatrixError(message=f"file is larger than {MAX_BYTES // 1024} KiB", file=name)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise MatrixError(message=f"not UTF-8 (byte 0x{data[e.start]:02x})",
+                          file=name, line=line) from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise MatrixError(message="contains a NUL character", file=name, line=line)
+    return text
+
+
+def load_file(path: Path, name: str | None = None):
+    name = name or str(path)
+    return load_text(read_text(path, name), name)

@@ -1,0 +1,247 @@
+"""Domain objects: frozen, side-effect free. Only the matrix loader builds them from raw data."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from packaging.version import Version
+
+
+@lru_cache(maxsize=4096)
+def V(text: str) -> Version:
+    """A comparable version for driver, CUDA and package versions ("535.104.05" works too)."""
+    return Version(text)
+
+
+def major_minor(version: str) -> str:
+    parts = version.split(".")
+    return ".".join(parts[:2])
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a fact came from: the file and line of its matrix entry, and its cited source."""
+
+    source: str
+    file: str = field(default="", compare=False, repr=False)
+    line: int = field(default=0, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class DriverBranch(Located):
+    branch: str = ""
+    first: str = ""
+    latest: str = ""
+    lts: bool = False
+    eol: str | None = None
+
+    def contains(self, driver: str) -> bool:
+        return driver.split(".")[0] == self.branch
+
+
+@dataclass(frozen=True)
+class CudaMajor(Located):
+    major: int = 0
+    minimum_driver: str = ""
+
+
+@dataclass(frozen=True)
+class CudaRelease(Located):
+    version: str = ""
+    toolkit_driver: str = ""
+    runtime: str = ""
+    compute_capabilities: tuple[str, ...] = ()
+    released: str | None = None
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    @property
+    def short(self) -> str:
+        """major.minor, as `torch.version.cuda` and NVIDIA_REQUIRE_CUDA spell it."""
+        return major_minor(self.version)
+
+
+@dataclass(frozen=True)
+class ForwardCompat(Located):
+    cuda: str = ""
+    branches: tuple[str, ...] = ()
+    gpu_classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gpu(Located):
+    name: str = ""
+    aliases: tuple[str, ...] = ()
+    cc: str = ""
+    arch: str = ""
+    gpu_class: str = ""
+    brand: str = ""
+
+
+@dataclass(frozen=True)
+class Library(Located):
+    name: str = ""
+    version: str = ""
+    cuda: str = ""
+
+
+@dataclass(frozen=True)
+class Framework(Located):
+    name: str = ""
+    package: str = ""
+    companions: tuple[str, ...] = ()
+    smoke: str = ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    cuda: str | None
+    cudnn: str | None
+    nccl: str | None
+    compute_capabilities: tuple[str, ...]
+    ptx: str | None
+    sources: tuple[str, ...]
+    packages: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FrameworkRelease(Located):
+    framework: str = ""
+    version: str = ""
+    released: str | None = None
+    pythons: tuple[str, ...] = ()
+    companions: tuple[tuple[str, str], ...] = ()
+    pypi_variant: str | None = None
+    variants: tuple[Variant, ...] = ()
+
+    def variant(self, name: str) -> Variant | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+@dataclass(frozen=True)
+class WheelSource(Located):
+    name: str = ""
+    kind: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class BaseImage(Located):
+    name: str = ""
+    kind: str = ""
+    image: str = ""
+    digest: str | None = None
+    suite: str | None = None
+    snapshot: str | None = None
+    python: str = ""
+    os: str = ""
+    cuda: str | None = None
+    cuda_compat: bool = False
+    provides: tuple[tuple[str, str], ...] = ()
+    default: bool = False
+
+    @property
+    def reference(self) -> str:
+        """What a Dockerfile's FROM names: the image, pinned by digest when known."""
+        if self.digest and "@" not in self.image:
+            return f"{self.image}@{self.digest}"
+        if self.kind == "local" and ":" not in self.image:
+            return f"{self.image}:{self.name}"
+        return self.image
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "image": self.image, "kind": self.kind,
+                "digest": self.digest, "suite": self.suite, "snapshot": self.snapshot,
+                "python": self.python, "os": self.os, "cuda": self.cuda,
+                "cuda_compat": self.cuda_compat, "provides": dict(self.provides)}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One fully pinned environment, with the reasons for every choice."""
+
+    stack: str
+    framework: str
+    framework_package: str
+    version: str
+    variant: str
+    python: str
+    cuda: str | None
+    cuda_release: str | None
+    cudnn: str | None
+    nccl: str | None
+    packages: tuple[tuple[str, str], ...]
+    base: BaseImage
+    wheel_source: str
+    index_url: str | None
+    driver_minimum: str | None
+    driver_toolkit: str | None
+    require_cuda: str | None
+    compute_capabilities: tuple[str, ...]
+    ptx: str | None
+    forward_compat: bool
+    smoke: str
+    reasons: tuple[str, ...]
+    matrix_sha256: str
+
+    @property
+    def pip_packages(self) -> dict[str, str]:
+        """What pip installs: the base may already provide the framework."""
+        provided = dict(self.base.provides)
+        return {n: v for n, v in self.packages if n not in provided}
+
+    def to_json(self) -> dict:
+        """The one serialiser behind --json, the io.envgen.stack label and the lock."""
+        return {
+            "stack": self.stack,
+            "framework": {"name": self.framework, "package": self.framework_package,
+                          "version": self.version, "variant": self.variant},
+            "packages": dict(self.packages),
+            "python": self.python,
+            "cuda": self.cuda,
+            "cuda_release": self.cuda_release,
+            "cudnn": self.cudnn,
+            "nccl": self.nccl,
+            "base": self.base.to_json(),
+            "wheel_source": self.wheel_source,
+            "index_url": self.index_url,
+            "driver": {"minimum": self.driver_minimum, "toolkit": self.driver_toolkit},
+            "require_cuda": self.require_cuda,
+            "compute_capabilities": list(self.compute_capabilities),
+            "ptx": self.ptx,
+            "forward_compat": self.forward_compat,
+            "smoke": self.smoke,
+            "reasons": list(self.reasons),
+            "matrix_sha256": self.matrix_sha256,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Stack":
+        b = data["base"]
+        base = BaseImage(source="label", name=b["name"], kind=b["kind"], image=b["image"],
+                         digest=b.get("digest"), suite=b.get("suite"),
+                         snapshot=b.get("snapshot"), python=b.get("python", ""),
+                         os=b.get("os", ""), cuda=b.get("cuda"),
+                         cuda_compat=bool(b.get("cuda_compat")),
+                         provides=tuple(sorted((b.get("provides") or {}).items())))
+        fw = data["framework"]
+        return cls(stack=data["stack"], framework=fw["name"], framework_package=fw["package"],
+                   version=fw["version"], variant=fw["variant"], python=data["python"],
+                   cuda=data.get("cuda"), cuda_release=data.get("cuda_release"),
+                   cudnn=data.get("cudnn"), nccl=data.get("nccl"),
+                   packages=tuple(data["packages"].items()), base=base,
+                   wheel_source=data["wheel_source"], index_url=data.get("index_url"),
+                   driver_minimum=data["driver"]["minimum"],
+                   driver_toolkit=data["driver"]["toolkit"],
+                   require_cuda=data.get("require_cuda"),
+                   compute_capabilities=tuple(data.get("compute_capabilities", ())),
+                   ptx=data.get("ptx"), forward_compat=bool(data.get("forward_compat")),
+                   smoke=data.get("smoke", ""), reasons=tuple(data.get("reasons", ())),
+                   matrix_sha256=data.get("matrix_sha256", ""))
+
+    def replace(self, **changes) -> "Stack":
+        return dataclasses.replace(self, **changes)

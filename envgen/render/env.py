@@ -1,0 +1,53 @@
+"""The one Jinja environment: StrictUndefined, no autoescape (not HTML), quoting filters."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9._+=<>!~,:/@%*-]+$")
+
+
+def template_dir() -> Path:
+    here = Path(__file__).resolve()
+    repo = here.parents[2] / "templates"
+    return repo if repo.is_dir() else here.parents[1] / "data" / "templates"
+
+
+def sh(value) -> str:
+    """Quote a value for a shell word in a RUN line; refuse line breaks outright."""
+    text = str(value)
+    if "\n" in text or "\r" in text or "\x00" in text:
+        raise ValueError(f"refusing to put a line break into a shell command: {text!r}")
+    return shlex.quote(text)
+
+
+def token(value) -> str:
+    """A version, name or URL placed bare (pins, FROM): it must be a plain token."""
+    text = str(value)
+    if not _SAFE_TOKEN.match(text):
+        raise ValueError(f"refusing unsafe token in a build file: {text!r}")
+    return text
+
+
+def dockerquote(value) -> str:
+    """A double-quoted Dockerfile string (LABEL/ENV): escape backslash, quote and `$`."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
+                                                           separators=(",", ":"))
+    if "\n" in text or "\r" in text:
+        raise ValueError("refusing a line break in a Dockerfile string")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir())),
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
+        trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(sh=sh, token=token, dockerquote=dockerquote)
+    return env

@@ -1,0 +1,271 @@
+"""Spec + host constraints → one fully pinned Stack with the reason for every choice, or
+Unsatisfiable naming what failed and the nearest specs that would work."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import require_cuda
+from .compat import FORWARD, MINOR, driver_runs, kernels_for
+from .errors import InputError, Unsatisfiable
+from .matrix import Matrix
+from .model import V, BaseImage, FrameworkRelease, Gpu, Stack, Variant, WheelSource
+from .spec import Spec
+
+POLICIES = ("auto", "pypi", "index")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the user told us about the host that will run the image."""
+
+    driver: str | None = None
+    gpu: Gpu | None = None
+    cc: str | None = None
+    python: str | None = None
+    sources: str = "auto"      # auto | pypi | index | a PyPI mirror URL
+
+
+def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
+                    sources=None) -> Host:
+    """Validate CLI flags into a Host (bad values are InputErrors)."""
+    import re
+    if driver is not None and not re.match(r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$", driver):
+        raise InputError(f"--driver {driver!r} is not a driver version like 535.104.05")
+    g = None
+    if gpu is not None:
+        g = matrix.gpu(gpu)
+        if g is None:
+            raise InputError(f"--gpu {gpu!r} is not a GPU in the matrix (see `envgen matrix "
+                             f"show gpus`)")
+    if cc is not None and not re.match(r"^[0-9]{1,2}\.[0-9]$", cc):
+        raise InputError(f"--cc {cc!r} is not a compute capability like 9.0")
+    if g and cc and g.cc != cc:
+        raise InputError(f"--gpu {g.name} has compute capability {g.cc}, not {cc}")
+    if python is not None and not re.match(r"^3\.[0-9]{1,2}$", python):
+        raise InputError(f"--python {python!r} is not a Python version like 3.11")
+    sources = sources or "auto"
+    if sources not in POLICIES and not re.match(r"^https?://[A-Za-z0-9._~:/@%+-]+$", sources):
+        raise InputError(f"--sources {sources!r} must be auto, pypi, index or an https URL "
+                         f"of a PyPI mirror")
+    return Host(driver=driver, gpu=g, cc=cc or (g.cc if g else None), python=python,
+                sources=sources)
+
+
+@dataclass
+class _Candidate:
+    release: FrameworkRelease
+    variant: Variant
+    source: WheelSource
+    index_url: str | None
+    tier: int
+    reasons: list
+
+
+def _sources_for(m: Matrix, r: FrameworkRelease, v: Variant, policy: str):
+    """(WheelSource, index_url, tier, reason) options for this variant under the policy."""
+    on_pypi = r.pypi_variant == v.name and "pypi" in v.sources
+    index = next((m.wheel_source(s) for s in v.sources
+                  if m.wheel_source(s) and m.wheel_source(s).kind == "index"), None)
+    if policy.startswith("http"):
+        if on_pypi:
+            return (m.wheel_source("pypi"), policy, 0,
+                    f"wheels come from the PyPI mirror {policy} (--sources)")
+        return None
+    if on_pypi and policy in ("auto", "pypi"):
+        return (m.wheel_source("pypi"), None, 0,
+                f"PyPI's {r.version} wheel is the {v.name} build"
+                + (", and PyPI is preferred (sources=auto)" if policy == "auto" else
+                   " (sources=pypi)"))
+    if index and policy in ("auto", "index"):
+        why = (f"PyPI has no {v.name} build of {r.version}, so its wheels come from "
+               f"{index.url} (sources=auto)" if policy == "auto" else
+               f"wheels come from the per-variant index {index.url} (sources=index)")
+        return (index, index.url, 1, why)
+    return None
+
+
+def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package: str,
+                 needs_compat: str | None) -> tuple[BaseImage | None, str]:
+    python = spec.python or host.python
+    if spec.base:
+        b = m.base(spec.base)
+        if b is None:
+            raise InputError(f"spec {spec.text!r}: unknown base {spec.base!r} (known: "
+                             f"{', '.join(x.name for x in m.bases)})")
+        provided = dict(b.provides).get(package)
+        if provided and provided.split("+")[0] != r.version:
+            return None, f"base {b.name} provides {package} {provided}, not {r.version}"
+        if b.python not in r.pythons:
+            return None, f"base {b.name} has Python {b.python}, which {r.version} has no " \
+                         f"wheels for"
+        if python and b.python != python:
+            return None, f"base {b.name} has Python {b.python}, not {python}"
+        return b, f"base {b.name} was asked for"
+    pool = [b for b in m.bases if b.kind != "framework" and b.python in r.pythons
+            and (python is None or b.python == python)]
+    if needs_compat:
+        pool = [b for b in pool if b.cuda_compat and b.cuda and V(b.cuda) >= V(needs_compat)]
+        if not pool:
+            return None, f"no base image ships cuda-compat {needs_compat}" \
+                         + (f" with Python {python}" if python else "")
+        b = min(pool, key=lambda b: V(b.cuda))
+        return b, f"base {b.name} ({b.image}) carries cuda-compat {b.cuda} for forward " \
+                  f"compatibility"
+    defaults = [b for b in pool if b.default] or [b for b in pool if not b.cuda]
+    if not defaults:
+        want = f"Python {python}" if python else "a Python"
+        return None, f"no base offers {want} that {r.version} has wheels for " \
+                     f"({', '.join(r.pythons)})"
+    b = defaults[0]
+    why = f"base {b.name} is the first default base whose Python ({b.python}) " \
+          f"{r.version} supports"
+    if python:
+        why = f"base {b.name} provides the requested Python {python}"
+    return b, why
+
+
+def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate) -> dict:
+    fw = m.framework(r.framework)
+    local = f"+{v.name}" if cand.tier == 1 and v.name != r.pypi_variant else ""
+    pins = {fw.package: r.version + local}
+    for name, ver in r.companions:
+        pins[name] = ver + local
+    pins.update(dict(v.packages))
+    return pins
+
+
+def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
+    fw = m.framework(spec.framework)
+    releases = [r for r in m.releases_of(fw.name)
+                if spec.specifier.contains(r.version, prereleases=True)]
+    if not releases:
+        known = m.releases_of(fw.name)
+        span = f"{known[-1].version} to {known[0].version}" if known else "none"
+        raise Unsatisfiable(f"no {fw.package} release matches {spec.describe()} (the matrix "
+                            f"has {span})",
+                            hints=[f"{fw.package}=={known[0].version}"] if known else [])
+    rejected: list[tuple[FrameworkRelease, Variant, str]] = []
+    found: list[tuple[_Candidate, BaseImage, str | None]] = []
+    for r in releases:
+        for v in r.variants:
+            if spec.variant and v.name != spec.variant:
+                continue
+            if not spec.variant and v.name == "cpu":
+                continue
+            src = _sources_for(m, r, v, host.sources)
+            if src is None:
+                rejected.append((r, v, f"{r.version} {v.name} is not available from "
+                                       f"sources={host.sources}"))
+                continue
+            cand = _Candidate(r, v, src[0], src[1], src[2], [src[3]])
+            cuda = m.cuda_release(v.cuda) if v.cuda else None
+            how = None
+            if cuda and host.driver:
+                verdict = driver_runs(m, cuda, host.driver, host.gpu)
+                if not verdict.ok:
+                    rejected.append((r, v, verdict.why))
+                    continue
+                how = verdict.how
+                cand.reasons.append(verdict.why)
+            if host.cc and cuda:
+                k = kernels_for(v, host.cc, how)
+                if not k.ok:
+                    rejected.append((r, v, k.why))
+                    continue
+                cand.reasons.append(k.why)
+            needs_compat = cuda.short if how == FORWARD else None
+            base, base_why = _choose_base(m, spec, r, host, fw.package, needs_compat)
+            if base is None:
+                rejected.append((r, v, base_why))
+                continue
+            cand.reasons.append(base_why)
+            found.append((cand, base, how))
+    if not found:
+        raise _unsatisfiable(m, spec, host, rejected)
+    # Preference, most important first: PyPI before an index (sources=auto), the newest
+    # release, native before minor-version before forward compatibility, the newest CUDA.
+    found.sort(key=lambda f: V(f[0].variant.cuda or "0"), reverse=True)
+    found.sort(key=lambda f: {None: 0, "native": 0, MINOR: 1}.get(f[2], 2))
+    found.sort(key=lambda f: V(f[0].release.version), reverse=True)
+    found.sort(key=lambda f: f[0].tier)
+    cand, base, how = found[0]
+    return _stack(m, spec, host, cand, base, how)
+
+
+def _stack(m, spec, host, cand, base, how) -> Stack:
+    r, v = cand.release, cand.variant
+    fw = m.framework(r.framework)
+    cuda = m.cuda_release(v.cuda) if v.cuda else None
+    reasons = [f"{fw.package} {r.version} is the newest release matching "
+               f"{spec.describe()} that satisfies every constraint", *cand.reasons]
+    fc_branches, fc_classes = (), ()
+    if cuda and base.cuda_compat:
+        fc = next((f for f in m.forward_compat if f.cuda == cuda.short), None)
+        if fc:
+            fc_branches, fc_classes = fc.branches, fc.gpu_classes
+    req = require_cuda.make(cuda.major, fc_branches, fc_classes) if cuda else None
+    if cuda:
+        floor = m.cuda_major(cuda.major)
+        reasons.append(f"CUDA {cuda.version} runs on drivers from {floor.minimum_driver} "
+                       f"(minor-version compatibility) and natively from "
+                       f"{cuda.toolkit_driver}")
+    if v.name != "cpu" and host.driver is None:
+        reasons.append("no --driver given: the stack was not checked against a host driver")
+    return Stack(
+        stack=f"{fw.name}-{v.name}", framework=fw.name, framework_package=fw.package,
+        version=r.version, variant=v.name, python=base.python,
+        cuda=cuda.short if cuda else None, cuda_release=cuda.version if cuda else None,
+        cudnn=v.cudnn, nccl=v.nccl, packages=tuple(_packages(m, r, v, cand).items()),
+        base=base, wheel_source=cand.source.name, index_url=cand.index_url,
+        driver_minimum=m.cuda_major(cuda.major).minimum_driver if cuda else None,
+        driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,
+        compute_capabilities=v.compute_capabilities, ptx=v.ptx,
+        forward_compat=how == FORWARD, smoke=fw.smoke, reasons=tuple(reasons),
+        matrix_sha256=m.sha256)
+
+
+def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:
+    fw = m.framework(spec.framework)
+    if not rejected:
+        names = sorted({v.name for r in m.releases_of(fw.name) for v in r.variants})
+        return Unsatisfiable(f"no {fw.package} release in the matrix has a {spec.variant} "
+                             f"build matching {spec.describe()}",
+                             hints=[f"{fw.name}-{n}" for n in names][:5])
+    r, v, why = rejected[0]
+    hints = _nearest(m, spec, host)
+    return Unsatisfiable(f"{spec.describe()} cannot be met: {fw.package} {r.version} "
+                         f"{v.name}: {why}", hints=hints)
+
+
+def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
+    """Specs that would resolve, by relaxing one thing at a time."""
+    from dataclasses import replace as dc_replace
+    tries: list[tuple[Spec, Host]] = []
+    fw = m.framework(spec.framework)
+    if host.sources != "index":
+        tries.append((spec, dc_replace(host, sources="index")))
+    if spec.variant:
+        plain = Spec(text=fw.package, framework=fw.name, specifier=spec.specifier,
+                     python=spec.python, base=spec.base)
+        tries.append((plain, host))
+    if str(spec.specifier):
+        any_version = Spec(text=f"{fw.name}", framework=fw.name,
+                           specifier=type(spec.specifier)(""), variant=spec.variant,
+                           python=spec.python, base=spec.base)
+        tries.append((any_version, host))
+    if spec.python or host.python:
+        tries.append((dc_replace(spec, python=None), dc_replace(host, python=None)))
+    out = []
+    for s, h in tries:
+        try:
+            st = resolve(m, s, h)
+        except (Unsatisfiable, InputError):
+            continue
+        text = f"{fw.package}=={st.version},variant={st.variant}"
+        if s.python or h.python:
+            text += f",python={st.python}"
+        if h.sources != host.sources:
+            text += f" --sources {h.sources}"
+        if text not in out:
+            out.append(text)
+    return out[:3]

@@ -1,0 +1,1 @@
+"""In-container smoke-training payloads that envgen copies into images (standard library + framework only)."""

@@ -1,0 +1,87 @@
+"""Parse what a user asks for: a stack name (`pytorch-cu121`) or a requirement spec
+(`torch==2.3.1`, `torch>=2.4,python=3.11`, `pytorch-cu124,base=debian-trixie`)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from .errors import InputError
+from .matrix import Matrix
+
+OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cpu)$",
+           "base": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.]*?)(?:-(cu[0-9]{3}|cpu))?$")
+_REQ = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)\s*((?:==|>=|<=|~=|!=|<|>).*)?$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    text: str
+    framework: str
+    specifier: SpecifierSet
+    variant: str | None = None
+    python: str | None = None
+    base: str | None = None
+
+    def describe(self) -> str:
+        if self.variant or not str(self.specifier):
+            parts = [self.framework + (f"-{self.variant}" if self.variant else "")]
+            if str(self.specifier):
+                parts.append(str(self.specifier))
+        else:
+            parts = [f"{self.text.split(',')[0].split('=')[0].split('>')[0].split('<')[0]}"
+                     f"{self.specifier}"]
+        if self.python:
+            parts.append(f"python={self.python}")
+        if self.base:
+            parts.append(f"base={self.base}")
+        return " ".join(parts)
+
+
+def parse_spec(text: str, matrix: Matrix) -> Spec:
+    """A Spec, or an InputError naming what is wrong with the text."""
+    if not text or len(text) > 200 or any(c.isspace() and c != " " for c in text):
+        raise InputError(f"spec {text!r} is empty, too long or holds control characters")
+    head, *rest = [t.strip() for t in text.split(",")]
+    options: dict[str, str] = {}
+    clauses: list[str] = []
+    for token in rest:
+        key, eq, value = token.partition("=")
+        if eq and key in OPTIONS and not value.startswith("="):
+            if not re.match(OPTIONS[key], value):
+                raise InputError(f"spec {text!r}: {key}={value!r} is not a valid {key}")
+            options[key] = value
+        elif token and token[0] in "<>=!~":
+            clauses.append(token)
+        else:
+            raise InputError(f"spec {text!r}: cannot read {token!r} "
+                             f"(expected a version clause or one of {', '.join(OPTIONS)}=...)")
+    variant = None
+    m = _NAME.match(head)
+    if m and matrix.framework(m.group(1)):
+        name, variant = m.group(1), m.group(2)
+    else:
+        r = _REQ.match(head)
+        if not r:
+            raise InputError(f"spec {text!r}: cannot read {head!r}")
+        name = r.group(1)
+        if r.group(2):
+            clauses.insert(0, r.group(2).strip())
+    fw = matrix.framework(name)
+    if fw is None:
+        known = ", ".join(sorted({f.name for f in matrix.frameworks} |
+                                 {f.package for f in matrix.frameworks}))
+        raise InputError(f"spec {text!r}: unknown framework {name!r} (known: {known})")
+    try:
+        specifier = SpecifierSet(",".join(clauses))
+    except InvalidSpecifier:
+        raise InputError(f"spec {text!r}: {','.join(clauses)!r} is not a valid version "
+                         f"specifier") from None
+    if "variant" in options:
+        if variant and options["variant"] != variant:
+            raise InputError(f"spec {text!r}: names two variants")
+        variant = options["variant"]
+    return Spec(text=text, framework=fw.name, specifier=specifier, variant=variant,
+                python=options.get("python"), base=options.get("base"))

@@ -1,0 +1,154 @@
+"""The in-container payload envgen/smoke/torch_smoke.py, run here on the CPU.
+
+Torch comes from the CPU wheel on disk:
+    pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+Tests that run the payload are skipped where torch is missing.
+"""
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAYLOAD = REPO / "envgen" / "smoke" / "torch_smoke.py"
+QUICK = ["--quick", "--steps", "8", "--batch", "32", "--gemm-size", "128"]
+
+
+def run_payload(*args, timeout=60):
+    """Run the payload as the images do (a script in a foreign directory); returns (exit code, report, stdout)."""
+    proc = subprocess.run([sys.executable, str(PAYLOAD), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd="/tmp")
+    report = json.loads(proc.stdout)  # the whole of stdout is one JSON object
+    return proc.returncode, report, proc.stdout
+
+
+def checks(report):
+    return {c["name"]: c for c in report["checks"]}
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    pytest.importorskip("torch")
+    return run_payload(*QUICK)
+
+
+@pytest.fixture(scope="module")
+def payload_module():
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO))
+    try:
+        from envgen.smoke import torch_smoke
+    finally:
+        sys.path.remove(str(REPO))
+    return torch_smoke
+
+
+def test_only_stdlib_and_torch_imports():
+    tree = ast.parse(PAYLOAD.read_text(), filename=str(PAYLOAD))
+    allowed = set(sys.stdlib_module_names) | {"torch"}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import at line {node.lineno}: the file is copied alone into images"
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
+            pytest.fail(f"dynamic __import__ at line {node.lineno}")
+    assert found - allowed == set()
+    assert "torch" in found
+
+
+def test_cpu_run_passes(cpu_run):
+    code, report, _ = cpu_run
+    by_name = checks(report)
+    assert code == 0, [c for c in report["checks"] if not c["passed"]]
+    assert report["passed"] is True and report["errors"] == []
+    assert report["payload"] == "torch_smoke" and report["payload_version"] == 1
+    assert report["level"] == "cpu" and report["multi_gpu"] is None
+    assert set(report["versions"]) >= {"python", "torch", "cuda", "cudnn", "nccl"}
+    assert set(report["device"]) >= {"name", "compute_capability", "count", "memory_total_mib"}
+    assert by_name["train"]["passed"] and by_name["train"]["loss_ratio"] < 0.7
+    assert by_name["train"]["loss_last"] < by_name["train"]["loss_first"]
+    assert by_name["amp"]["passed"]
+    assert by_name["checkpoint"]["passed"] and "outputs equal" in by_name["checkpoint"]["detail"]
+    assert by_name["throughput"]["passed"]
+    assert report["metrics"]["samples_per_s"] > 0 and report["metrics"]["gemm_gflops"] > 0
+    for name in ("nvidia_smi", "cuda_available", "device", "cuda_arch", "model_on_cuda", "cudnn_conv", "memory"):
+        assert by_name[name].get("skipped") is True and by_name[name]["passed"], name
+    for check in report["checks"]:
+        assert isinstance(check["name"], str) and isinstance(check["passed"], bool) and isinstance(check["detail"], str)
+
+
+def test_report_is_one_json_object_on_stdout(cpu_run):
+    _, report, stdout = cpu_run
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert json.loads(lines[0]) == report
+
+
+def test_gpu_required_but_cpu_training_fails():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, report, _ = run_payload("--require", "cuda", *QUICK)
+    by_name = checks(report)
+    assert code == 1 and report["passed"] is False
+    assert not by_name["cuda_available"]["passed"]
+    assert not by_name["model_on_cuda"]["passed"]  # the model trained on the CPU: never a pass
+    assert not by_name["nvidia_smi"]["passed"]
+
+
+def test_wrong_torch_version_fails(payload_module):
+    report = payload_module.run({"expect": '{"framework": "1.0.0", "cuda": null}', "quick": True, "steps": 6,
+                                 "batch": 16, "gemm_size": 64})
+    by_name = checks(report)
+    assert report["passed"] is False
+    assert not by_name["versions"]["passed"] and by_name["versions"]["mismatches"] == 1
+    assert "framework" in by_name["versions"]["detail"]
+    assert by_name["train"]["passed"]  # only the version check failed
+
+
+def test_expect_matching_versions_passes():
+    torch = pytest.importorskip("torch")
+    code, report, _ = run_payload("--expect", json.dumps({"framework": torch.__version__.split("+")[0]}), *QUICK)
+    assert checks(report)["versions"]["passed"] and code == 0
+
+
+def test_expect_cuda_on_cpu_build_fails():
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda:
+        pytest.skip("a CUDA build of torch")
+    code, report, _ = run_payload("--expect", '{"cuda": "12.1"}', *QUICK)
+    assert code == 1 and not checks(report)["versions"]["passed"]
+
+
+@pytest.mark.parametrize("args", [["--expect", "{not json"], ["--expect", '{"cuda": 12.1}'], ["--expect", '{"cudaa": "12.1"}'],
+                                  ["--require", "gpu"], ["--steps", "0"], ["--timeout", "-1"], ["--bogus"]])
+def test_bad_arguments_exit_2(args):
+    code, report, _ = run_payload(*args)
+    assert code == 2 and report["passed"] is False and report["errors"][0].startswith("bad arguments")
+
+
+def test_version_helpers(payload_module):
+    ts = payload_module
+    assert ts._fmt_code(90100, 90000) == "9.1.0" and ts._fmt_code(8902, 90000) == "8.9.2"
+    assert ts._fmt_code((2, 20, 5), 10000) == "2.20.5" and ts._fmt_code(21003, 10000) == "2.10.3"
+    assert ts.version_matches("2.4.1+cu121", "2.4.1", None) and not ts.version_matches("2.4.10", "2.4.1", None)
+    assert ts.version_matches("12.1", "12.1", 2) and not ts.version_matches("12.4", "12.1", 2)
+    assert ts.version_matches("9.1.0", "9.1.0.70", 3) and not ts.version_matches("9.1.1", "9.1.0.70", 3)
+    assert not ts.version_matches(None, "12.1", 2)
+
+
+def test_arch_match(payload_module):
+    match = payload_module.arch_match
+    arches = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    assert match(arches, (9, 0)) == "sm_90"
+    assert match(arches, (8, 9)) == "sm_86"  # same major, lower minor
+    assert match(arches, (10, 0)) is None  # Blackwell on a cu121 build: "no kernel image is available"
+    assert match(arches + ["compute_90"], (12, 0)) == "compute_90"  # PTX JIT
+    assert match(["sm_90a"], (9, 0)) == "sm_90a" and match(["sm_90a"], (10, 0)) is None
+    assert match([], (8, 0)) is None
