@@ -1,0 +1,181 @@
+"""Run the smoke-training payload inside an image and turn its report into a certificate.
+The container has no network, runs as a non-root user with no capabilities, has a time
+limit, and is removed on every exit path (Ctrl-C included)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import time
+from dataclasses import dataclass
+
+from . import __version__, gpu_access, require_cuda
+from .compat import driver_cuda, kernels_for
+from .errors import CheckFailed, EnvironmentMissing, InputError
+from .host import HostGpus
+from .model import Stack, Variant
+from .render.views import PAYLOAD_DIR
+
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}
+NOBODY = "65534:65534"
+
+
+@dataclass(frozen=True)
+class Target:
+    image_id: str
+    tags: tuple[str, ...]
+    stack: Stack
+    env: dict
+    user: str
+
+
+def inspect_target(c, ref: str) -> Target:
+    from .engine import image_or_none
+    img = image_or_none(c, ref)
+    if img is None:
+        raise InputError(f"no image {ref!r} on this Docker daemon (build it with "
+                         f"`envgen build SPEC`)")
+    cfg = img.attrs.get("Config") or {}
+    labels = cfg.get("Labels") or {}
+    if "io.envgen.stack" not in labels:
+        raise InputError(f"image {ref} has no io.envgen.stack label: it was not built by "
+                         f"envgen, so there is no stack to certify against")
+    try:
+        stack = Stack.from_json(json.loads(labels["io.envgen.stack"]))
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"image {ref}: its io.envgen.stack label is unreadable ({e})") \
+            from None
+    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
+    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "")
+
+
+def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
+    """Refuse before starting when this host cannot run the image; return notes."""
+    notes = []
+    if not indices:
+        return notes
+    st = target.stack
+    cuda = driver_cuda(matrix, host.driver) if matrix else None
+    gpu = host.gpus[indices[0]]
+    mgpu = matrix.gpu(gpu.name) if matrix else None
+    rhost = require_cuda.Host(driver=host.driver, cuda=cuda or "0.0",
+                              brand=mgpu.brand if mgpu else None, arch=gpu.cc)
+    d = require_cuda.evaluate(target.env, rhost)
+    if not d.ok:
+        raise CheckFailed(f"this host cannot run {target.stack.stack}: {d.why}")
+    notes.append(f"NVIDIA_REQUIRE_*: {d.why}")
+    if st.cuda and gpu.cc:
+        v = Variant(name=st.variant, cuda=st.cuda, cudnn=None, nccl=None,
+                    compute_capabilities=st.compute_capabilities, ptx=st.ptx, sources=())
+        k = kernels_for(v, gpu.cc)
+        if not k.ok:
+            raise CheckFailed(f"the {gpu.name} cannot run {st.stack}: {k.why}")
+        notes.append(k.why)
+    return notes
+
+
+def _payload_sha256(container, path: str) -> str | None:
+    try:
+        stream, _ = container.get_archive(path)
+    except Exception:
+        return None
+    buf = io.BytesIO(b"".join(stream))
+    with tarfile.open(fileobj=buf) as tar:
+        member = tar.next()
+        f = tar.extractfile(member) if member else None
+        return hashlib.sha256(f.read()).hexdigest() if f else None
+
+
+def _report(stdout: str) -> dict | None:
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        return None
+
+
+def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
+            timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
+            matrix=None) -> dict:
+    """Certify one image; returns the certificate (passed or not). Raises for bad input,
+    a missing environment, or a host that cannot run the image at all."""
+    target = inspect_target(c, ref)
+    indices = gpu_access.parse_gpus(gpus, len(host.gpus))
+    if gpus not in ("none", "auto") and not indices:
+        raise EnvironmentMissing(f"--gpus {gpus} asks for a GPU, but this host has none "
+                                 f"({host.error or 'nvidia-smi lists no GPU'})")
+    notes = preflight(target, host, indices, matrix)
+    info = c.info()
+    plan = gpu_access.plan(indices, access, info)
+    st = target.stack
+    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
+    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
+    if dict(st.base.provides).get(st.framework_package):
+        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
+    cmd = ["python", payload, "--expect", json.dumps(expect),
+           "--require", "cuda" if indices else "cpu", "--timeout", str(max(30, timeout - 30))]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    if multi_gpu:
+        cmd.append("--multi-gpu")
+    kwargs = dict(plan.run_kwargs)
+    env = {**NCCL_ENV, **kwargs.pop("environment", {})}
+    user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
+    started = time.monotonic()
+    container = c.containers.create(
+        target.image_id, command=cmd, network_mode="none", user=user, environment=env,
+        cap_drop=["ALL"], security_opt=["no-new-privileges"], shm_size="8g",
+        labels={"io.envgen.certify": "1"}, detach=True, **kwargs)
+    try:
+        payload_sha = _payload_sha256(container, payload)
+        if payload_sha is None:
+            raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
+                              f"with `envgen build`")
+        container.start()
+        try:
+            result = container.wait(timeout=timeout)
+            code = int(result.get("StatusCode", -1))
+        except Exception as e:  # requests' ReadTimeout and friends
+            if "timed out" not in str(e).lower() and "timeout" not in type(e).__name__.lower():
+                raise
+            container.kill()
+            raise CheckFailed(f"the smoke payload did not finish within {timeout} s "
+                              f"(container killed); raise --timeout or lower --steps") from None
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+    report = _report(stdout)
+    if report is None:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
+        raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
+    return {
+        "schema": 1,
+        "image_id": target.image_id,
+        "image_tags": list(target.tags),
+        "stack": st.to_json(),
+        "level": report.get("level"),
+        "passed": bool(report.get("passed")) and code == 0,
+        "exit_code": code,
+        "payload": {"path": payload, "sha256": payload_sha},
+        "host": {"driver": host.driver,
+                 "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
+                 "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
+                 "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
+        "preflight": notes,
+        "report": report,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(time.monotonic() - started, 2),
+        "envgen_version": __version__,
+    }

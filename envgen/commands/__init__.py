@@ -1,0 +1,1 @@
+"""CLI handlers for the commands that touch Docker, files or the GPU."""

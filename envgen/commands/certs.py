@@ -1,0 +1,24 @@
+"""`envgen certs list|show`."""
+from __future__ import annotations
+
+from .. import certs
+from ._common import out_json
+
+
+def run(args) -> int:
+    from ..cli import _table
+    if args.action == "show":
+        cert = certs.find(args.image)
+        out_json(cert) if args.json else out_json(cert)
+        return 0
+    rows = certs.load_all()
+    if args.json:
+        out_json([{k: c.get(k) for k in ("image_id", "image_tags", "level", "passed",
+                                          "created")} | {"stack": c["stack"]["stack"]}
+                  for c in rows])
+        return 0
+    print(_table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
+                   c["level"], "yes" if c["passed"] else "NO", c["created"],
+                   ",".join(g["name"] for g in c["host"]["gpus"]) or "-"] for c in rows],
+                 ["image", "stack", "tags", "level", "passed", "created", "gpus"]))
+    return 0

@@ -1,0 +1,68 @@
+"""What this host has: the NVIDIA driver and GPUs (nvidia-smi), read once per call."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+QUERY = "index,name,uuid,compute_cap,memory.total,memory.used,utilization.gpu,driver_version"
+
+
+@dataclass(frozen=True)
+class HostGpu:
+    index: int
+    name: str
+    uuid: str
+    cc: str
+    memory_total_mib: int
+    memory_used_mib: int
+    utilization: int
+
+    @property
+    def busy(self) -> bool:
+        return self.utilization > 10 or self.memory_used_mib > 1024
+
+
+@dataclass(frozen=True)
+class HostGpus:
+    driver: str | None
+    gpus: tuple[HostGpu, ...]
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"driver": self.driver, "error": self.error,
+                "gpus": [g.__dict__ | {"busy": g.busy} for g in self.gpus]}
+
+
+def _int(text: str) -> int:
+    try:
+        return int(float(text))
+    except ValueError:
+        return 0
+
+
+def parse_query(text: str) -> HostGpus:
+    gpus, driver = [], None
+    for line in text.strip().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 8:
+            continue
+        gpus.append(HostGpu(index=_int(f[0]), name=f[1], uuid=f[2], cc=f[3],
+                            memory_total_mib=_int(f[4]), memory_used_mib=_int(f[5]),
+                            utilization=_int(f[6])))
+        driver = f[7]
+    return HostGpus(driver=driver, gpus=tuple(gpus))
+
+
+def detect(nvidia_smi: str | None = None) -> HostGpus:
+    exe = nvidia_smi or shutil.which("nvidia-smi")
+    if not exe:
+        return HostGpus(None, (), "nvidia-smi not found: no NVIDIA driver on this host")
+    try:
+        r = subprocess.run([exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return HostGpus(None, (), f"nvidia-smi failed: {e}")
+    if r.returncode != 0:
+        return HostGpus(None, (), f"nvidia-smi failed: {(r.stderr or r.stdout).strip()[:200]}")
+    return parse_query(r.stdout)
