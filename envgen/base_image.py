@@ -67,7 +67,7 @@ def ensure_base(c, base: BaseImage, log) -> str:
         return base.reference
     if digests:
         return digests[0]
-    return img.id   # an image made on this host (docker import): its ID pins it
+    return base.reference   # made on this host (docker import): no registry digest exists
 
 
 def _ensure_local(c, base: BaseImage, log) -> str:

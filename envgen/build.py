@@ -39,7 +39,7 @@ class BuildResult:
 
 
 def default_tag(stack: Stack) -> str:
-    return f"envgen/{stack.stack}:{stack.version}-py{stack.python}"
+    return f"envgen/{stack.stack}:{stack.version}-py{stack.python}-{stack.base.name}"
 
 
 def _quiet(_msg: str) -> None:
@@ -88,10 +88,12 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
             argv += ["--secret", f"id=netrc,src={netrc}"]
         if no_cache:
             argv.append("--no-cache")
+        if os.environ.get("ENVGEN_BUILD_NETWORK"):  # e.g. "none" on an offline daemon
+            argv.append(f"--network={os.environ['ENVGEN_BUILD_NETWORK']}")
         argv.append(str(ctx))
         env = {**os.environ, **dict(cli.env)}
         started = time.monotonic()
-        last_step, failed_step = "", ""
+        last_step, failed_step, error_line = "", "", ""
         with open(log_path, "w") as log:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, env=env, bufsize=1)
@@ -105,6 +107,8 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
                                  f"[{time.monotonic() - started:5.0f}s] {m.group(3)[:70]}")
                     if _ERROR_STEP.search(line) and not failed_step:
                         failed_step = last_step or line.strip()
+                    if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
+                        error_line = line.strip()
                 rc = proc.wait()
             except BaseException:
                 proc.kill()
@@ -112,7 +116,8 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
                 raise
         if rc != 0 or not iid.exists():
             step = failed_step or last_step or "before the first step"
-            raise BuildFailed(f"build failed at {step[:160]}; the log is {log_path}")
+            why = f" ({error_line[:200]})" if error_line else ""
+            raise BuildFailed(f"build failed at {step[:160]}{why}; the log is {log_path}")
         return iid.read_text().strip()
 
 

@@ -127,7 +127,11 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     if multi_gpu:
         cmd.append("--multi-gpu")
     kwargs = dict(plan.run_kwargs)
-    env = {**NCCL_ENV, **kwargs.pop("environment", {})}
+    env = dict(NCCL_ENV)
+    for key, value in kwargs.pop("environment", {}).items():
+        # Put the driver's folders in front of the image's own search paths.
+        image_value = target.env.get(key)
+        env[key] = f"{value}:{image_value}" if image_value else value
     user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
     started = time.monotonic()
     container = c.containers.create(

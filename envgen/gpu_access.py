@@ -59,8 +59,7 @@ def _driver_binds() -> tuple[dict, dict]:
     if os.path.isdir(DRIVER_DIR):
         return ({DRIVER_DIR: {"bind": DRIVER_DIR, "mode": "ro"}},
                 {"LD_LIBRARY_PATH": f"{DRIVER_DIR}/lib64:{DRIVER_DIR}/lib",
-                 "PATH": f"{DRIVER_DIR}/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:"
-                         "/usr/sbin:/usr/bin:/sbin:/bin"})
+                 "PATH": f"{DRIVER_DIR}/bin"})
     volumes = {}
     try:
         cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True,
@@ -83,9 +82,7 @@ def _driver_binds() -> tuple[dict, dict]:
     if not any("libcuda.so" in k for k in volumes):
         raise EnvironmentMissing("cannot find the driver's libcuda.so to give the container; "
                                  "install the NVIDIA Container Toolkit or use --gpus none")
-    return volumes, {"LD_LIBRARY_PATH": f"{DRIVER_DIR}/lib64",
-                     "PATH": f"{DRIVER_DIR}/bin:/opt/venv/bin:/usr/local/sbin:"
-                             "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    return volumes, {"LD_LIBRARY_PATH": f"{DRIVER_DIR}/lib64", "PATH": f"{DRIVER_DIR}/bin"}
 
 
 def plan(indices: list[int] | None, mode: str, docker_info: dict) -> GpuPlan:

@@ -124,8 +124,13 @@ def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package
     return b, why
 
 
-def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate) -> dict:
+def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
+              base: BaseImage) -> dict:
     fw = m.framework(r.framework)
+    provided = dict(base.provides)
+    if fw.package in provided:
+        # The base's vendor chose the framework build and its CUDA libraries.
+        return provided
     local = f"+{v.name}" if cand.tier == 1 and v.name != r.pypi_variant else ""
     pins = {fw.package: r.version + local}
     for name, ver in r.companions:
@@ -209,13 +214,16 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         reasons.append(f"CUDA {cuda.version} runs on drivers from {floor.minimum_driver} "
                        f"(minor-version compatibility) and natively from "
                        f"{cuda.toolkit_driver}")
+    if dict(base.provides).get(fw.package):
+        reasons.append(f"the base {base.name} provides {fw.package} "
+                       f"{dict(base.provides)[fw.package]}; nothing is installed over it")
     if v.name != "cpu" and host.driver is None:
         reasons.append("no --driver given: the stack was not checked against a host driver")
     return Stack(
         stack=f"{fw.name}-{v.name}", framework=fw.name, framework_package=fw.package,
         version=r.version, variant=v.name, python=base.python,
         cuda=cuda.short if cuda else None, cuda_release=cuda.version if cuda else None,
-        cudnn=v.cudnn, nccl=v.nccl, packages=tuple(_packages(m, r, v, cand).items()),
+        cudnn=v.cudnn, nccl=v.nccl, packages=tuple(_packages(m, r, v, cand, base).items()),
         base=base, wheel_source=cand.source.name, index_url=cand.index_url,
         driver_minimum=m.cuda_major(cuda.major).minimum_driver if cuda else None,
         driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,

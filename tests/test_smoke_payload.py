@@ -32,7 +32,7 @@ def checks(report):
 @pytest.fixture(scope="module")
 def cpu_run():
     pytest.importorskip("torch")
-    return run_payload(*QUICK)
+    return run_payload("--require", "cpu", *QUICK)  # the CPU level, also on a machine with a GPU
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,13 @@ def out_json(obj) -> None:
 def cert_line(cert: dict) -> str:
     gpus = ", ".join(g["name"] for g in cert["host"]["gpus"]) or "no GPU"
     checks = cert["report"].get("checks", [])
-    ok = sum(1 for c in checks if c.get("passed"))
+    ran = [c for c in checks if not c.get("skipped")]
+    ok = sum(1 for c in ran if c.get("passed"))
+    skipped = len(checks) - len(ran)
     return (f"{'PASSED' if cert['passed'] else 'FAILED'} at level {cert['level']}: "
-            f"{ok}/{len(checks)} checks, {gpus}, driver {cert['host']['driver'] or '-'}, "
-            f"{cert['seconds']} s")
+            f"{ok}/{len(ran)} checks passed"
+            + (f" ({skipped} GPU-only checks not applicable)" if skipped else "")
+            + f", {gpus}, driver {cert['host']['driver'] or '-'}, {cert['seconds']} s")
 
 
 def failed_checks(cert: dict) -> list[str]:

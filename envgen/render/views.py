@@ -64,7 +64,7 @@ def dockerfile_view(stack: Stack, base_ref: str | None = None,
         "base_ref": ref,
         "base_pinned": "@sha256:" in ref or base.kind == "local",
         "install_python": base.kind == "registry",
-        "system_site_packages": base.kind == "framework",
+        "make_venv": base.kind != "framework",
         "uid": UID,
         "index_url": stack.index_url,
         "layers": [(name, pins) for name, pins in

@@ -402,8 +402,8 @@ def check_throughput(rep, device, times, batch, gemm_n, quick):
     step_s = sum(times[warm:]) / len(times[warm:])
     cuda = device.type == "cuda"
     dtype, iters = (_half_dtype(), 5 if quick else 20) if cuda else (torch.float32, 3 if quick else 10)
-    gen = torch.Generator().manual_seed(2)
-    a, b = (torch.randn(gemm_n, gemm_n, generator=gen).to(device, dtype) for _ in range(2))
+    torch.manual_seed(2)
+    a, b = (torch.randn(gemm_n, gemm_n, device=device, dtype=dtype) for _ in range(2))
     for _ in range(3):
         c = torch.mm(a, b)
     _sync(device)
@@ -520,7 +520,10 @@ def _mgpu_worker(rank, world, port, cfg, results):
 
 def run_multi_gpu(rep, opts, deadline):
     import torch.multiprocessing as tmp
-    world, budget = torch.cuda.device_count(), max(10.0, deadline - time.monotonic() - 10.0)
+    world, left = torch.cuda.device_count(), deadline - time.monotonic()
+    budget = left - min(10.0, left / 4)  # ends, children killed, before the overall --timeout
+    if budget < 2:
+        return _check(rep, "multi_gpu", False, f"multi_gpu not started: {max(left, 0):.0f} s left of --timeout")
     cfg = {"budget": budget, "mb": 64 if opts.quick else 256, "iters": 3 if opts.quick else 10,
            "steps": min(max(opts.steps or 30, 10), 30), "batch": opts.batch}
     with socket.socket() as s:  # a free localhost port

@@ -1,0 +1,29 @@
+# envgen: `make demo` builds and certifies the default stack; `make test` runs the tests.
+PY := .venv/bin/python
+ENVGEN := .venv/bin/envgen
+
+.PHONY: bootstrap demo test test-unit test-docker bench golden clean
+
+bootstrap:
+	@tools/bootstrap.sh
+
+demo: bootstrap
+	$(ENVGEN) build pytorch-cu121 --certify
+
+test: bootstrap
+	$(PY) -m pytest -q -m "not gpu and not slow"
+
+test-unit: bootstrap
+	$(PY) -m pytest -q -m "not docker and not gpu and not slow"
+
+test-docker: bootstrap
+	$(PY) -m pytest -q -m docker
+
+bench: bootstrap
+	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md
+
+golden:
+	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py
+
+clean:
+	rm -rf .pytest_cache build dist *.egg-info
