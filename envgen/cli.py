@@ -16,34 +16,10 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
-def _json_out(obj) -> None:
-    print(json.dumps(obj, indent=2, sort_keys=False))
-
-
-def _table(rows: list[list], header: list[str]) -> str:
-    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)),
-                      *(fmt.format(*r) for r in rows)])
-
-
-def _matrix(args):
-    from .matrix import load_matrix
-    return load_matrix(args.matrix or os.environ.get("ENVGEN_MATRIX") or None)
-
-
-def _resolve(args, matrix=None, spec_text=None):
-    from .resolve import host_from_flags, resolve
-    from .spec import parse_spec
-    m = matrix or _matrix(args)
-    host = host_from_flags(m, driver=getattr(args, "driver", None),
-                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
-                           python=getattr(args, "python", None),
-                           sources=getattr(args, "sources", None)
-                           or os.environ.get("ENVGEN_SOURCES"))
-    return resolve(m, parse_spec(spec_text or args.spec, m), host)
+from .commands._common import json_out as _json_out
+from .commands._common import load_matrix_for as _matrix
+from .commands._common import resolve_for as _resolve
+from .commands._common import table as _table
 
 
 # ---- matrix -------------------------------------------------------------------------------
@@ -107,7 +83,8 @@ def cmd_resolve(args) -> int:
           if st.cuda else "  driver:  not needed (CPU build)")
     if st.require_cuda:
         print(f"  NVIDIA_REQUIRE_CUDA: {st.require_cuda}")
-    print("  packages: " + " ".join(f"{n}=={v}" for n, v in st.packages))
+    from .render.views import requirement
+    print("  packages: " + " ".join(requirement(n, v) for n, v in st.packages))
     print("  reasons:")
     for r in st.reasons:
         print(f"    - {r}")
@@ -131,8 +108,13 @@ def cmd_render(args) -> int:
 def cmd_require_cuda(args) -> int:
     from . import require_cuda
     from .compat import driver_cuda
-    if not args.driver or not all(p.isdigit() for p in args.driver.split(".")):
+    import re
+    if not re.fullmatch(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", args.driver or ""):
         raise InputError(f"--driver {args.driver!r} is not a driver version like 535.104.05")
+    if args.cuda is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", args.cuda):
+        raise InputError(f"--cuda {args.cuda!r} is not a CUDA version like 12.2")
+    if args.arch is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]", args.arch):
+        raise InputError(f"--arch {args.arch!r} is not a compute capability like 9.0")
     cuda = args.cuda or driver_cuda(_matrix(args), args.driver)
     if cuda is None:
         raise InputError(f"driver {args.driver} is older than every CUDA release in the "

@@ -187,6 +187,7 @@ class Stack:
     smoke: str
     reasons: tuple[str, ...]
     matrix_sha256: str
+    companions: tuple[str, ...] = ()
 
     @property
     def pip_packages(self) -> dict[str, str]:
@@ -199,7 +200,8 @@ class Stack:
         return {
             "stack": self.stack,
             "framework": {"name": self.framework, "package": self.framework_package,
-                          "version": self.version, "variant": self.variant},
+                          "version": self.version, "variant": self.variant,
+                          "companions": list(self.companions)},
             "packages": dict(self.packages),
             "python": self.python,
             "cuda": self.cuda,
@@ -241,7 +243,8 @@ class Stack:
                    compute_capabilities=tuple(data.get("compute_capabilities", ())),
                    ptx=data.get("ptx"), forward_compat=bool(data.get("forward_compat")),
                    smoke=data.get("smoke", ""), reasons=tuple(data.get("reasons", ())),
-                   matrix_sha256=data.get("matrix_sha256", ""))
+                   matrix_sha256=data.get("matrix_sha256", ""),
+                   companions=tuple(fw.get("companions", ())))
 
     def replace(self, **changes) -> "Stack":
         return dataclasses.replace(self, **changes)

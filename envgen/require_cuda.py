@@ -86,6 +86,7 @@ def evaluate(env: dict[str, str], host: Host) -> Decision:
     names = sorted(k for k in env if k.startswith("NVIDIA_REQUIRE_"))
     if not names:
         return Decision(True, "", "no NVIDIA_REQUIRE_* variable: nothing to check")
+    ok_clause = ""
     for name in names:
         alternatives = _parse(env[name], name)
         if not alternatives:
@@ -103,4 +104,6 @@ def evaluate(env: dict[str, str], host: Host) -> Decision:
                             + (f", arch {host.arch}" if host.arch else "")
                             + f"); the first fails on {clause}")
         ok_clause = ",".join("".join(c) for c in passing)
+    if not ok_clause:
+        return Decision(True, "", "the requirement is empty: nothing to check")
     return Decision(True, ok_clause, f"satisfied by {ok_clause}")

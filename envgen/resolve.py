@@ -86,6 +86,9 @@ def _sources_for(m: Matrix, r: FrameworkRelease, v: Variant, policy: str):
 
 def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package: str,
                  needs_compat: str | None) -> tuple[BaseImage | None, str]:
+    if spec.python and host.python and spec.python != host.python:
+        raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
+                         f"{host.python}")
     python = spec.python or host.python
     if spec.base:
         b = m.base(spec.base)
@@ -229,7 +232,7 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,
         compute_capabilities=v.compute_capabilities, ptx=v.ptx,
         forward_compat=how == FORWARD, smoke=fw.smoke, reasons=tuple(reasons),
-        matrix_sha256=m.sha256)
+        matrix_sha256=m.sha256, companions=fw.companions)
 
 
 def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:

@@ -1,7 +1,8 @@
 #!/bin/bash
 # GPU certification on a host with NVIDIA GPUs but no network, no Docker and no NVIDIA
 # Container Toolkit (the lent H200 machine). Run from the repository root:
-#   bash bench/gpu/run.sh OUT_DIR
+#   bash bench/gpu/run.sh OUT_DIR             (certify on 1 and all GPUs, native run)
+#   MODE=compare ROUNDS=5 STEPS=300 bash bench/gpu/run.sh OUT_DIR   (container vs native)
 # Needs, beside the checkout: .dk/docker-bin.tar.xz (../shared/tools/docker-bundle.sh .dk)
 # and .whl/ (wheels of envgen's dependencies missing there: docker, jsonschema, ...).
 # It starts Docker, turns the host's own framework install into a base image (the way teams
@@ -68,6 +69,11 @@ envgen --matrix $M build "$SPEC" --driver "$DRIVER" --gpu H200 --json > "$OUT/bu
 IMG=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_id"])' "$OUT/build.json")
 echo "image $IMG"
 
+if [ "${MODE:-full}" = compare ]; then
+  step "container vs native, ${ROUNDS:-5} rounds of ${STEPS:-300} steps"
+  python3 bench/gpu/compare.py $M "$IMG" "${ROUNDS:-5}" "${STEPS:-300}" "$OUT/compare.json"
+  step "done"; exit 0
+fi
 step "native payload (before)"
 python3 envgen/smoke/torch_smoke.py --require cuda > "$OUT/native-1.json"; echo "exit $?"
 step "certify on GPU 0"

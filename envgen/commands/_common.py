@@ -13,6 +13,9 @@ def out_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 
 
+json_out = out_json
+
+
 def cert_line(cert: dict) -> str:
     gpus = ", ".join(g["name"] for g in cert["host"]["gpus"]) or "no GPU"
     checks = cert["report"].get("checks", [])
@@ -28,3 +31,36 @@ def cert_line(cert: dict) -> str:
 def failed_checks(cert: dict) -> list[str]:
     return [f"{c['name']}: {c.get('detail', '')}" for c in cert["report"].get("checks", [])
             if not c.get("passed")]
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)),
+                      *(fmt.format(*r) for r in rows)])
+
+
+def load_matrix_for(args):
+    """The matrix named by --matrix or ENVGEN_MATRIX, else the bundled one."""
+    import os
+
+    from ..matrix import load_matrix
+    return load_matrix(getattr(args, "matrix", None) or os.environ.get("ENVGEN_MATRIX")
+                       or None)
+
+
+def resolve_for(args, matrix=None, spec_text=None):
+    """Resolve args.spec (or spec_text) with the host flags args carries."""
+    import os
+
+    from ..resolve import host_from_flags, resolve
+    from ..spec import parse_spec
+    m = matrix or load_matrix_for(args)
+    host = host_from_flags(m, driver=getattr(args, "driver", None),
+                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
+                           python=getattr(args, "python", None),
+                           sources=getattr(args, "sources", None)
+                           or os.environ.get("ENVGEN_SOURCES"))
+    return resolve(m, parse_spec(spec_text or args.spec, m), host)

@@ -10,7 +10,7 @@ from ._common import cert_line, failed_checks, out_json, progress
 
 
 def run(args) -> int:
-    from ..cli import _matrix, _resolve
+    from ._common import load_matrix_for as _matrix, resolve_for as _resolve
     m = _matrix(args)
     st = _resolve(args, m)
     c = engine.client()

@@ -20,7 +20,7 @@ def run_certify(args, c, ref: str, matrix) -> dict:
 
 
 def run(args) -> int:
-    from ..cli import _matrix, _resolve
+    from ._common import load_matrix_for as _matrix, resolve_for as _resolve
     from ..engine import image_or_none
     c = engine.client()
     m = _matrix(args)

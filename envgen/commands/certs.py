@@ -6,7 +6,7 @@ from ._common import out_json
 
 
 def run(args) -> int:
-    from ..cli import _table
+    from ._common import table as _table
     if args.action == "show":
         cert = certs.find(args.image)
         out_json(cert) if args.json else out_json(cert)

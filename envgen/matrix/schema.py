@@ -96,12 +96,28 @@ SECTIONS = {
          "default": {"type": "boolean"}})),
 }
 
-FILE_SCHEMA = {"type": "object", "additionalProperties": False, "properties": SECTIONS}
+FILE_SCHEMA = {"type": "object", "additionalProperties": False, "properties": SECTIONS,
+               "minProperties": 1}
+
+
+def _anchor_end(node) -> None:
+    r"""`$` also matches before a trailing newline; `\Z` does not. Patterns must end hard."""
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str) and node["pattern"].endswith("$"):
+            node["pattern"] = node["pattern"][:-1] + r"\Z"
+        for v in node.values():
+            _anchor_end(v)
+    elif isinstance(node, list):
+        for v in node:
+            _anchor_end(v)
+
+
+_anchor_end(FILE_SCHEMA)
 _VALIDATOR = jsonschema.Draft202012Validator(FILE_SCHEMA)
 
 
 def line_of(doc, path) -> int | None:
-    """The line of the deepest node on `path` that recorded one."""
+    """The line of the deepest key or item on `path` that recorded one."""
     node, line = doc, getattr(doc, "line", None)
     for key in path:
         lines = getattr(node, "lines", None)
@@ -111,9 +127,12 @@ def line_of(doc, path) -> int | None:
             node = node[key]
         except (KeyError, IndexError, TypeError):
             break
-        line = getattr(node, "line", line) if not isinstance(node, (str, int, float)) \
-            else line
     return line
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _describe(err: jsonschema.ValidationError) -> str:
@@ -124,21 +143,29 @@ def _describe(err: jsonschema.ValidationError) -> str:
     if err.validator == "required":
         return f"{where}: {err.message.replace(' is a required property', '')} is required"
     if err.validator == "pattern":
-        return f"{where}: {err.instance!r} is not a valid value here"
+        return f"{where}: {_short(err.instance)} is not a valid value here"
     if err.validator in ("type", "anyOf") and isinstance(err.instance, (float, int)) \
             and not isinstance(err.instance, bool):
         return f"{where}: {err.instance!r} is a number; quote versions (\"{err.instance}\")"
     if err.validator == "anyOf":
-        return f"{where}: {err.instance!r} is not a valid value here"
-    return f"{where}: {err.message}"
+        return f"{where}: {_short(err.instance)} is not a valid value here"
+    if err.validator == "minProperties" and not err.absolute_path:
+        return "the file holds no matrix sections"
+    if err.validator == "type":
+        return f"{where}: {_short(err.instance)} is not of type {err.validator_value!r}"
+    return f"{where}: {err.message[:200]}"
 
 
 def validate(doc, name: str) -> list[MatrixError]:
     """Every schema problem in one parsed file, each with its line."""
     if doc is None:
-        return []
+        return [MatrixError(message="the file holds no matrix sections", file=name, line=1)]
     problems = []
     for err in sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(map(str, e.path))):
+        path = list(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            path += extra[:1]   # point at the unknown key itself
         problems.append(MatrixError(message=_describe(err), file=name,
-                                    line=line_of(doc, list(err.absolute_path))))
+                                    line=line_of(doc, path)))
     return problems

@@ -80,6 +80,10 @@ def load_text(text: str, name: str):
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except _Located as e:
         raise MatrixError(message=e.message, file=name, line=e.mark.line + 1) from None
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1 if isinstance(e.position, int) else None
+        raise MatrixError(message=f"invalid character {e.character!r} (control characters "
+                                  f"are not allowed)", file=name, line=line) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         what = e.problem or e.context or "invalid YAML"

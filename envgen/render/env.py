@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9._+=<>!~,:/@%*-]+$")
+_SAFE_TOKEN = re.compile(r"[A-Za-z0-9._+=<>!~,:/@%*-]+")
 
 
 def template_dir() -> Path:
@@ -29,7 +29,7 @@ def sh(value) -> str:
 def token(value) -> str:
     """A version, name or URL placed bare (pins, FROM): it must be a plain token."""
     text = str(value)
-    if not _SAFE_TOKEN.match(text):
+    if not _SAFE_TOKEN.fullmatch(text):
         raise ValueError(f"refusing unsafe token in a build file: {text!r}")
     return text
 

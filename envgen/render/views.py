@@ -74,6 +74,7 @@ def dockerfile_view(stack: Stack, base_ref: str | None = None,
         "labels": _labels(stack, ref),
         "payload_dir": PAYLOAD_DIR,
         "payload": f"{stack.smoke}_smoke.py",
+        "command": ["python", f"{PAYLOAD_DIR}/{stack.smoke}_smoke.py"],
         "buildkit": buildkit,
     }
 
@@ -93,8 +94,7 @@ def conda_view(stack: Stack) -> dict:
             "framework_version": fw_pin,
             "build": "cuda*" if stack.cuda else "cpu*",
             "companions": [(n, v.split("+")[0]) for n, v in stack.packages
-                           if n in dict(stack.packages) and not n.startswith("nvidia-")
-                           and n != stack.framework_package]}
+                           if n in stack.companions]}
 
 
 def render_texts(stack: Stack, base_ref: str | None = None,

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """envgen smoke-training payload for PyTorch images.
 
-Copied into images and run as ``python /opt/envgen/torch_smoke.py [options]``; also importable as
-``envgen.smoke.torch_smoke`` (``main(argv) -> int``, ``run(options) -> dict``). Imports only the
-standard library and torch. Prints exactly one JSON report on stdout (logs go to stderr); exits 0
-when every check passed, 1 when any failed, 2 on bad arguments.
+Copied into images and run as ``python /opt/envgen/torch_smoke.py [options]``; importable as
+``envgen.smoke.torch_smoke`` too (``main(argv) -> int``, ``run(options) -> dict``). Imports the
+standard library and torch only. Prints exactly one JSON report on stdout (logs go to stderr);
+exits 0 when every check passed, 1 when any failed, 2 on bad arguments.
 """
+# ruff: noqa: BLE001  (catching everything is the point: a failing check is reported, never a crash)
 import argparse
 import contextlib
 import datetime
@@ -23,9 +24,10 @@ import threading
 import time
 import traceback
 
+_T_START = time.monotonic()  # a script's --timeout counts from here, before the slow torch import
 # Before anything NCCL: NVLink SHARP / multicast stays off (it hangs in many containers).
-for _key, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_key, _val)
+for _key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+    os.environ.setdefault(_key, "0" if _key == "NCCL_NVLS_ENABLE" else "1")
 
 try:
     import torch
@@ -36,9 +38,10 @@ except Exception as _exc:  # a broken torch is reported, not a crash
     _TORCH_ERROR = f"{type(_exc).__name__}: {_exc}"
 
 PAYLOAD_VERSION = 1
-LOSS_RATIO_MAX = 0.7  # mean of the last few losses must be below 0.7 x the mean of the first few
+LOSS_RATIO_MAX = 0.7  # mean of the last few losses < 0.7 x mean of the first few
 EXPECT_KEYS = ("framework", "cuda", "cudnn", "nccl")
-OOM_ADVICE = "out of memory: lower --batch, use mixed precision, or free the GPU (nvidia-smi lists other processes)"
+OOM_ADVICE = ("out of memory: lower --batch, use mixed precision, or free the GPU "
+              "(nvidia-smi lists other processes)")
 _CHILDREN = []  # multi-GPU processes, killed if the overall --timeout fires
 
 
@@ -46,7 +49,7 @@ def log(msg):
     print(f"[torch_smoke {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-# ------------------------------------------------------------------------------------------ arguments
+# ---------------------------------------------------------------------------------- arguments
 class BadArguments(Exception):
     pass
 
@@ -60,13 +63,13 @@ def _expect_arg(text):
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}")
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     if set(value) - set(EXPECT_KEYS):
-        raise argparse.ArgumentTypeError(f"unknown key(s) {sorted(set(value) - set(EXPECT_KEYS))}; allowed {EXPECT_KEYS}")
+        raise argparse.ArgumentTypeError(f"unknown key(s) {sorted(set(value) - set(EXPECT_KEYS))}")
     if any(v is not None and not isinstance(v, str) for v in value.values()):
-        raise argparse.ArgumentTypeError('versions must be strings or null (quote them: "12.1")')
+        raise argparse.ArgumentTypeError('versions are strings or null (quote them: "12.1")')
     return value
 
 
@@ -75,7 +78,7 @@ def _number(cast, low):
         try:
             value = cast(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         if not value >= low:
             raise argparse.ArgumentTypeError(f"must be >= {low}")
         return value
@@ -83,26 +86,32 @@ def _number(cast, low):
 
 
 def build_parser():
-    p = _Parser(prog="torch_smoke.py", description="Certify a PyTorch image by training a small model in it.")
-    p.add_argument("--expect", type=_expect_arg, default={}, help='JSON object: "framework", "cuda", "cudnn", "nccl"')
+    p = _Parser(prog="torch_smoke.py", description="Certify a PyTorch image by training in it.")
+    p.add_argument("--expect", type=_expect_arg, default={},
+                   help='JSON object with "framework", "cuda", "cudnn", "nccl" (each optional)')
     p.add_argument("--require", choices=("cuda", "cpu", "auto"), default="auto",
-                   help="cuda: a GPU was requested and training on the CPU fails; auto: cuda if available")
-    p.add_argument("--steps", type=_number(int, 6), default=None, help="training steps (default 30, 12 with --quick)")
+                   help="cuda: a GPU was requested, training on the CPU fails; auto: cuda if any")
+    p.add_argument("--steps", type=_number(int, 6), default=None,
+                   help="training steps (default 30, 12 with --quick)")
     p.add_argument("--batch", type=_number(int, 1), default=64)
-    p.add_argument("--multi-gpu", action="store_true", help="NCCL all-reduce + DDP when more than one GPU is visible")
-    p.add_argument("--timeout", type=_number(float, 1.0), default=600.0, help="overall budget, seconds")
-    p.add_argument("--gemm-size", type=_number(int, 16), default=None, help="default 8192 on GPU, 512 on CPU")
-    p.add_argument("--quick", action="store_true", help="fewer steps, less data, smaller GEMM and all-reduce")
+    p.add_argument("--multi-gpu", action="store_true",
+                   help="NCCL all-reduce and DDP when more than one GPU is visible")
+    p.add_argument("--timeout", type=_number(float, 1.0), default=600.0,
+                   help="overall budget in seconds")
+    p.add_argument("--gemm-size", type=_number(int, 16), default=None,
+                   help="GEMM edge (default 8192 on GPU, 512 on CPU)")
+    p.add_argument("--quick", action="store_true", help="fewer steps, less data, smaller GEMM")
     return p
 
 
-# ------------------------------------------------------------------------------------------ report helpers
+# ---------------------------------------------------------------------------------- report helpers
 def _new_report(require):
-    return {"payload": "torch_smoke", "payload_version": PAYLOAD_VERSION, "level": None, "require": require,
-            "passed": False, "checks": [],
-            "versions": {"python": platform.python_version(), "torch": None, "cuda": None, "cudnn": None,
-                         "nccl": None, "driver": None},
-            "device": {"name": None, "compute_capability": None, "count": 0, "memory_total_mib": None},
+    return {"payload": "torch_smoke", "payload_version": PAYLOAD_VERSION, "level": None,
+            "require": require, "passed": False, "checks": [],
+            "versions": {"python": platform.python_version(), "torch": None, "cuda": None,
+                         "cudnn": None, "nccl": None, "driver": None},
+            "device": {"name": None, "compute_capability": None, "count": 0,
+                       "memory_total_mib": None},
             "metrics": {}, "telemetry": {}, "multi_gpu": None, "errors": []}
 
 
@@ -112,10 +121,11 @@ def _check(rep, name, passed, detail, **extra):
 
 
 def _skip(rep, name, why):
-    """Not applicable: passes, except when a GPU was required (--require cuda) and we are not on one."""
+    """Not applicable: passes, except when a GPU was required and we are not on one."""
     gpu_missing = rep["require"] == "cuda" and rep["level"] != "cuda"
-    _check(rep, name, not gpu_missing, why + (" (--require cuda: a GPU check that cannot run fails)" if gpu_missing else ""),
-           skipped=True)
+    if gpu_missing:
+        why += " (--require cuda: a GPU check that cannot run fails)"
+    _check(rep, name, not gpu_missing, why, skipped=True)
 
 
 def _guarded(rep, name, fn, *args):
@@ -156,15 +166,20 @@ def _half_dtype():
     return torch.bfloat16 if bf16 else torch.float16
 
 
-# ------------------------------------------------------------------------------------------ model, data, training
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+# ---------------------------------------------------------------------------------- model, data
 def make_model(classes=4):
     nn = torch.nn
-    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1),
-                         nn.ReLU(), nn.Flatten(), nn.Linear(32 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, classes))
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(32 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, classes))
 
 
 def make_data(n, seed, device, classes=4):
-    """Gaussian blobs in 3x16x16: fixed class centres (the same task for every seed), samples drawn from `seed`."""
+    """Gaussian blobs in 3x16x16: fixed class centres (one task), samples drawn from `seed`."""
     gen = torch.Generator().manual_seed(1234)
     centres = torch.randn(classes, 3, 16, 16, generator=gen) * 0.5
     gen.manual_seed(seed)
@@ -173,18 +188,19 @@ def make_data(n, seed, device, classes=4):
 
 
 def train_loop(model, data, steps, batch, device, amp_dtype=None, scaler=None, lr=3e-3):
-    """Adam on consecutive slices of `data`; returns (losses, step seconds). Each step is synchronized."""
+    """Adam over consecutive slices of `data`; returns (losses, seconds per synchronized step)."""
     x, y = data
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     b = min(batch, x.shape[0])
     losses, times = [], []
     model.train()
     for step in range(steps):
-        start = (step * b) % (x.shape[0] - b + 1)
+        lo = (step * b) % (x.shape[0] - b + 1)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
-            loss = F.cross_entropy(model(x[start:start + b]), y[start:start + b])
+        amp = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else None
+        with amp or contextlib.nullcontext():
+            loss = F.cross_entropy(model(x[lo:lo + b]), y[lo:lo + b])
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -199,18 +215,20 @@ def train_loop(model, data, steps, batch, device, amp_dtype=None, scaler=None, l
 
 
 def loss_trend(losses):
+    """(first, last, ratio, ok): means of the first and last few losses; ok when ratio < 0.7."""
     k = max(1, min(5, len(losses) // 4))
     first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
     ratio = last / first if first > 0 else float("inf")
     return first, last, ratio, all(math.isfinite(v) for v in losses) and ratio < LOSS_RATIO_MAX
 
 
-def _trend_detail(first, last, ratio):
+def _trend(first, last, ratio):
     return f"loss {first:.3f} -> {last:.3f} (ratio {ratio:.2f}, must be < {LOSS_RATIO_MAX})"
 
 
-# ------------------------------------------------------------------------------------------ versions
-def _fmt_code(v, big):  # cuDNN >= 9 / NCCL >= 2.9 encode MMmmpp (90100 = 9.1.0); older ones Mmpp (8902 = 8.9.2)
+# ---------------------------------------------------------------------------------- versions
+def _fmt_code(v, big):
+    """cuDNN >= 9 and NCCL >= 2.9 encode MMmmpp (90100 = 9.1.0); older ones Mmpp (8902 = 8.9.2)."""
     if isinstance(v, (tuple, list)):
         return ".".join(str(p) for p in v)
     if not isinstance(v, int) or v <= 0:
@@ -223,13 +241,15 @@ def read_versions():
     def safe(fn):
         with contextlib.suppress(Exception):
             return fn()
-    return {"torch": torch.__version__, "cuda": torch.version.cuda,
+        return None
+    cuda = torch.version.cuda
+    return {"torch": torch.__version__, "cuda": cuda,
             "cudnn": safe(lambda: _fmt_code(torch.backends.cudnn.version(), 90000)),
-            "nccl": safe(lambda: _fmt_code(torch.cuda.nccl.version(), 10000)) if torch.version.cuda else None}
+            "nccl": safe(lambda: _fmt_code(torch.cuda.nccl.version(), 10000)) if cuda else None}
 
 
 def version_matches(actual, wanted, parts):
-    """parts=None: equal after dropping +local; else the first `parts` dot-components (as many as `wanted` has)."""
+    """parts None: equal without +local; else the first `parts` dot-components `wanted` has."""
     if actual is None:
         return False
     a, w = str(actual).split("+")[0].split("."), str(wanted).split("+")[0].split(".")
@@ -238,48 +258,62 @@ def version_matches(actual, wanted, parts):
 
 def check_versions(rep, expect):
     v = rep["versions"]
-    rules = {"framework": (v["torch"], None), "cuda": (v["cuda"], 2), "cudnn": (v["cudnn"], 3), "nccl": (v["nccl"], 3)}
+    rules = {"framework": (v["torch"], None), "cuda": (v["cuda"], 2), "cudnn": (v["cudnn"], 3),
+             "nccl": (v["nccl"], 3)}
     notes, bad = [], 0
     for key in EXPECT_KEYS:
         if (expect or {}).get(key) is not None:
-            ok = version_matches(rules[key][0], expect[key], rules[key][1])
+            actual, parts = rules[key]
+            ok = version_matches(actual, expect[key], parts)
             bad += not ok
-            notes.append(f"{key} {rules[key][0]} {'matches' if ok else 'MISMATCH, expected'} {expect[key]}")
+            verdict = "matches" if ok else "MISMATCH, expected"
+            notes.append(f"{key} {actual} {verdict} {expect[key]}")
     _check(rep, "versions", bad == 0, "; ".join(notes) or "no --expect given", mismatches=bad)
 
 
-# ------------------------------------------------------------------------------------------ GPU-only checks
+# ---------------------------------------------------------------------------------- GPU-only checks
+def _smi(query, timeout):
+    """Rows of `nvidia-smi --query-gpu=QUERY --format=csv,noheader,...` as lists of strings."""
+    out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[:300]}")
+    return [[c.strip() for c in line.split(",")] for line in out.stdout.strip().splitlines()]
+
+
 def check_nvidia_smi(rep):
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return _check(rep, "nvidia_smi", False, f"nvidia-smi did not run: {exc}")
-    if out.returncode != 0 or not out.stdout.strip():
-        return _check(rep, "nvidia_smi", False, f"nvidia-smi exit {out.returncode}: {(out.stderr or out.stdout).strip()[:300]}")
-    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.strip().splitlines()]
+        rows = _smi("name,driver_version", 30)
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
+        return _check(rep, "nvidia_smi", False, f"nvidia-smi failed: {exc}")
     rep["versions"]["driver"] = rows[0][-1]
-    _check(rep, "nvidia_smi", True, f"{len(rows)} GPU(s), {rows[0][0]}, driver {rows[0][-1]}", gpus=len(rows))
+    return _check(rep, "nvidia_smi", True,
+                  f"{len(rows)} GPU(s), {rows[0][0]}, driver {rows[0][-1]}", gpus=len(rows))
 
 
 def check_cuda_available(rep, available):
     if available and rep["level"] == "cuda":
-        return _check(rep, "cuda_available", True, f"torch.cuda.is_available(), {torch.cuda.device_count()} device(s)")
+        return _check(rep, "cuda_available", True,
+                      f"torch.cuda.is_available(), {torch.cuda.device_count()} device(s)")
     if rep["require"] != "cuda":
-        return _skip(rep, "cuda_available", "CUDA available but --require cpu" if available else "no GPU: CPU level")
-    why = "CPU-only torch build" if not torch.version.cuda else "no GPU visible to CUDA (driver? --gpus? CUDA_VISIBLE_DEVICES?)"
-    _check(rep, "cuda_available", False, f"GPU requested (--require cuda) but torch.cuda.is_available() is False: {why}")
+        return _skip(rep, "cuda_available", "--require cpu" if available else "no GPU: CPU level")
+    why = ("CPU-only torch build" if not torch.version.cuda
+           else "no GPU visible to CUDA (driver? --gpus? CUDA_VISIBLE_DEVICES?)")
+    return _check(rep, "cuda_available", False,
+                  f"GPU requested (--require cuda) but torch.cuda.is_available() is False: {why}")
 
 
 def check_device(rep, device):
     props = torch.cuda.get_device_properties(device)
     cc, mib = f"{props.major}.{props.minor}", props.total_memory // 2**20
-    rep["device"].update(name=props.name, compute_capability=cc, count=torch.cuda.device_count(), memory_total_mib=mib)
-    _check(rep, "device", bool(props.name), f"{props.name}, cc {cc}, {mib} MiB", multiprocessors=props.multi_processor_count)
+    rep["device"].update(name=props.name, compute_capability=cc, count=torch.cuda.device_count(),
+                         memory_total_mib=mib)
+    _check(rep, "device", bool(props.name), f"{props.name}, cc {cc}, {mib} MiB",
+           multiprocessors=props.multi_processor_count)
 
 
 def arch_match(arches, cc):
-    """The best entry of torch.cuda.get_arch_list() that runs on compute capability `cc`: SASS before PTX, or None."""
+    """The best torch.cuda.get_arch_list() entry that runs on capability `cc` (SASS > PTX)."""
     found = []
     for arch in arches:
         m = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
@@ -288,31 +322,39 @@ def arch_match(arches, cc):
         sass, ver = m.group(1) == "sm", (int(m.group(2)), int(m.group(3)))
         if m.group(4) == "a":  # arch-specific (sm_90a): this exact cc only
             ok = ver == cc
-        else:  # SASS runs on the same major with the same or higher minor; PTX is JIT-compiled for any newer GPU
-            ok = (ver[0] == cc[0] and ver[1] <= cc[1]) if sass else ver <= cc
+        elif sass:  # SASS: same major, same or lower minor
+            ok = ver[0] == cc[0] and ver[1] <= cc[1]
+        else:  # PTX: JIT-compiled for any newer GPU
+            ok = ver <= cc
         if ok:
             found.append((sass, ver, arch))
     return max(found)[2] if found else None
 
 
 def check_arch(rep, device):
-    """Kernels for this GPU in the build; otherwise 'no kernel image is available for execution on the device'."""
+    """Kernels for this GPU in the build, else 'no kernel image is available for execution'."""
     cc, arches = torch.cuda.get_device_capability(device), torch.cuda.get_arch_list()
     found = arch_match(arches, cc)
+    if not found:
+        how = "none runs on it ('no kernel image is available')"
+    elif found.startswith("compute"):
+        how = f"PTX {found}, JIT-compiled at first launch"
+    else:
+        how = f"SASS {found}"
     try:
-        launched, note = float((torch.ones(4, device=device) * 2).sum()) == 8.0, "kernel launch ok"
+        launched = float((torch.ones(4, device=device) * 2).sum()) == 8.0
+        note = "kernel launch ok"
     except Exception as exc:
         launched, note = False, f"kernel launch failed: {str(exc).strip()[:200]}"
-    how = (f"PTX {found}, JIT-compiled at first launch" if found.startswith("compute") else f"SASS {found}") if found \
-        else "no sm_/compute_ entry for it ('no kernel image is available')"
     _check(rep, "cuda_arch", bool(found) and launched,
            f"device sm_{cc[0]}{cc[1]}; build has {' '.join(arches) or '(none)'}: {how}; {note}")
 
 
 def check_cudnn(rep, device):
-    if not torch.backends.cudnn.is_available() or not torch.backends.cudnn.enabled:
-        return _check(rep, "cudnn_conv", False, f"cuDNN available {torch.backends.cudnn.is_available()}, "
-                      f"enabled {torch.backends.cudnn.enabled}")
+    cudnn = torch.backends.cudnn
+    if not cudnn.is_available() or not cudnn.enabled:
+        return _check(rep, "cudnn_conv", False,
+                      f"cuDNN available {cudnn.is_available()}, enabled {cudnn.enabled}")
     gen = torch.Generator().manual_seed(3)
     x, w = torch.randn(8, 16, 32, 32, generator=gen), torch.randn(32, 16, 3, 3, generator=gen)
     xc, wc = x.to(device).requires_grad_(), w.to(device).requires_grad_()
@@ -320,30 +362,35 @@ def check_cudnn(rep, device):
     out.square().mean().backward()
     _sync(device)
     ref = F.conv2d(x, w, padding=1)
-    err = float((out.detach().cpu() - ref).abs().max() / ref.abs().max())  # TF32 convolutions: ~1e-3
-    grads_ok = all(bool(torch.isfinite(g).all()) and bool(g.abs().sum() > 0) for g in (xc.grad, wc.grad))
-    _check(rep, "cudnn_conv", grads_ok and err < 1e-2, f"cuDNN {rep['versions']['cudnn']} conv2d forward+backward: "
-           f"gradients {'finite' if grads_ok else 'NOT finite or zero'}, max rel. error vs CPU {err:.1e} (limit 1e-2)",
-           rel_error=err)
+    err = float((out.detach().cpu() - ref).abs().max() / ref.abs().max())  # TF32 convs: ~1e-3
+    grads_ok = all(bool(torch.isfinite(g).all() and g.abs().sum() > 0) for g in (xc.grad, wc.grad))
+    return _check(rep, "cudnn_conv", grads_ok and err < 1e-2,
+                  f"cuDNN {rep['versions']['cudnn']} conv2d forward+backward: gradients "
+                  f"{'finite' if grads_ok else 'NOT finite or zero'}, "
+                  f"max rel. error vs CPU {err:.1e} (limit 1e-2)", rel_error=err)
 
 
 def check_memory(rep, device):
-    vals = {key: round(fn(device) / 2**20, 1) for key, fn in (
-        ("memory_allocated_mib", torch.cuda.memory_allocated), ("memory_reserved_mib", torch.cuda.memory_reserved),
-        ("max_memory_allocated_mib", torch.cuda.max_memory_allocated))}
+    cuda = torch.cuda
+    vals = {"memory_allocated_mib": cuda.memory_allocated(device),
+            "memory_reserved_mib": cuda.memory_reserved(device),
+            "max_memory_allocated_mib": cuda.max_memory_allocated(device)}
+    vals = {k: round(v / 2**20, 1) for k, v in vals.items()}
     rep["metrics"].update(vals)
-    _check(rep, "memory", vals["max_memory_allocated_mib"] > 0, "allocated {memory_allocated_mib} MiB, reserved "
-           "{memory_reserved_mib} MiB, peak {max_memory_allocated_mib} MiB".format(**vals), **vals)
+    _check(rep, "memory", vals["max_memory_allocated_mib"] > 0,
+           "allocated {memory_allocated_mib} MiB, reserved {memory_reserved_mib} MiB, "
+           "peak {max_memory_allocated_mib} MiB".format(**vals), **vals)
 
 
-# ------------------------------------------------------------------------------------------ training checks
+# ---------------------------------------------------------------------------------- training checks
 def check_train(rep, device, data, steps, batch):
     torch.manual_seed(0)
     model = make_model().to(device)
     losses, times = train_loop(model, data, steps, batch, device)
     first, last, ratio, ok = loss_trend(losses)
-    rep["metrics"].update(loss_first=first, loss_last=last, loss_ratio=ratio, steps=steps, batch=batch)
-    _check(rep, "train", ok, f"fp32 on {device.type}, {steps} steps: {_trend_detail(first, last, ratio)}",
+    rep["metrics"].update(loss_first=first, loss_last=last, loss_ratio=ratio, steps=steps,
+                          batch=batch)
+    _check(rep, "train", ok, f"fp32 on {device.type}, {steps} steps: {_trend(first, last, ratio)}",
            loss_first=first, loss_last=last, loss_ratio=ratio)
     return model, times
 
@@ -354,7 +401,8 @@ def check_model_on_cuda(rep, model):
 
 
 def check_amp(rep, device, data, steps, batch):
-    scaler, dtype = None, _half_dtype() if device.type == "cuda" else torch.bfloat16
+    """bf16 autocast (fp16 + GradScaler on GPUs without bf16); the loss must go down too."""
+    dtype, scaler = (_half_dtype() if device.type == "cuda" else torch.bfloat16), None
     if dtype == torch.float16:
         try:
             scaler = torch.amp.GradScaler("cuda")
@@ -367,12 +415,13 @@ def check_amp(rep, device, data, steps, batch):
         except Exception as exc:
             return _skip(rep, "amp", f"bf16 autocast unsupported on this CPU build: {exc}")
     torch.manual_seed(0)
-    losses, _ = train_loop(make_model().to(device), data, steps, batch, device, amp_dtype=dtype, scaler=scaler)
+    losses, _ = train_loop(make_model().to(device), data, steps, batch, device, dtype, scaler)
     first, last, ratio, ok = loss_trend(losses)
-    name = str(dtype).replace("torch.", "")
-    rep["metrics"].update(amp_dtype=name, amp_loss_first=first, amp_loss_last=last, amp_loss_ratio=ratio)
-    _check(rep, "amp", ok, f"autocast {name}{' + GradScaler' if scaler else ''}: {_trend_detail(first, last, ratio)}",
-           loss_first=first, loss_last=last, loss_ratio=ratio)
+    name = _dtype_name(dtype) + (" + GradScaler" if scaler else "")
+    rep["metrics"].update(amp_dtype=_dtype_name(dtype), amp_loss_first=first, amp_loss_last=last,
+                          amp_loss_ratio=ratio)
+    return _check(rep, "amp", ok, f"autocast {name}: {_trend(first, last, ratio)}",
+                  loss_first=first, loss_last=last, loss_ratio=ratio)
 
 
 def check_checkpoint(rep, device, model, data):
@@ -380,7 +429,7 @@ def check_checkpoint(rep, device, model, data):
         path = os.path.join(tmp, "model.pt")
         torch.save(model.state_dict(), path)
         size = os.path.getsize(path)
-        torch.manual_seed(1)  # fresh weights, different until the load
+        torch.manual_seed(1)  # other weights until the load
         fresh = make_model().to(device)
         try:
             state = torch.load(path, map_location=device, weights_only=True)
@@ -389,65 +438,73 @@ def check_checkpoint(rep, device, model, data):
         fresh.load_state_dict(state)
     model.eval()
     fresh.eval()
-    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+    flags = torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True)
+    with torch.no_grad(), flags:
         same_out = torch.equal(model(data[0][:32]), fresh(data[0][:32]))
-    same_params = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+    pairs = zip(model.state_dict().values(), fresh.state_dict().values())
+    same_params = all(torch.equal(a, b) for a, b in pairs)
     rep["metrics"]["checkpoint_bytes"] = size
-    _check(rep, "checkpoint", same_params and same_out, f"torch.save/torch.load in {tempfile.gettempdir()}: {size} bytes, "
-           f"parameters {'equal' if same_params else 'DIFFER'}, outputs {'equal' if same_out else 'DIFFER'}", bytes=size)
+    _check(rep, "checkpoint", same_params and same_out,
+           f"torch.save/torch.load in {tempfile.gettempdir()}: {size} bytes, parameters "
+           f"{'equal' if same_params else 'DIFFER'}, outputs {'equal' if same_out else 'DIFFER'}",
+           bytes=size)
+
+
+def _gemm_seconds(device, n, dtype, iters):
+    torch.manual_seed(2)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    c = torch.mm(a, b)
+    for _ in range(2):  # warm-up
+        torch.mm(a, b, out=c)
+    _sync(device)
+    if device.type != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            torch.mm(a, b, out=c)
+        return time.perf_counter() - t0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        torch.mm(a, b, out=c)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0
 
 
 def check_throughput(rep, device, times, batch, gemm_n, quick):
     warm = min(3, len(times) // 3)
     step_s = sum(times[warm:]) / len(times[warm:])
     cuda = device.type == "cuda"
-    dtype, iters = (_half_dtype(), 5 if quick else 20) if cuda else (torch.float32, 3 if quick else 10)
-    torch.manual_seed(2)
-    a, b = (torch.randn(gemm_n, gemm_n, device=device, dtype=dtype) for _ in range(2))
-    for _ in range(3):
-        c = torch.mm(a, b)
-    _sync(device)
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        torch.mm(a, b, out=c)
-    if cuda:
-        end.record()
-        end.synchronize()
-    secs = start.elapsed_time(end) / 1000.0 if cuda else time.perf_counter() - t0
-    tflops, name = 2.0 * gemm_n ** 3 * iters / secs / 1e12, str(dtype).replace("torch.", "")
-    vals = {"samples_per_s": batch / step_s, "step_time_ms": step_s * 1000, "gemm_size": gemm_n, "gemm_dtype": name,
-            "gemm_tflops": tflops, "gemm_gflops": tflops * 1000}
+    dtype = _half_dtype() if cuda else torch.float32
+    iters = (5 if quick else 20) if cuda else (3 if quick else 10)
+    tflops = 2.0 * gemm_n ** 3 * iters / _gemm_seconds(device, gemm_n, dtype, iters) / 1e12
+    vals = {"samples_per_s": batch / step_s, "step_time_ms": step_s * 1000, "gemm_size": gemm_n,
+            "gemm_dtype": _dtype_name(dtype), "gemm_tflops": tflops, "gemm_gflops": tflops * 1000}
     rep["metrics"].update(vals)
     speed = f"{tflops:.1f} TFLOP/s" if cuda else f"{tflops * 1000:.1f} GFLOP/s"
     _check(rep, "throughput", all(math.isfinite(v) and v > 0 for v in (step_s, tflops)),
            f"{batch / step_s:.0f} samples/s, {step_s * 1000:.2f} ms/step after {warm} warm-up; "
-           f"{name} GEMM {gemm_n}x{gemm_n}: {speed}", **vals)
+           f"{_dtype_name(dtype)} GEMM {gemm_n}x{gemm_n}: {speed}", **vals)
 
 
-# ------------------------------------------------------------------------------------------ telemetry
+# ---------------------------------------------------------------------------------- telemetry
 class Telemetry:
-    """nvidia-smi sampled every `interval` s in a thread; one sample is the max over the GPUs it lists."""
+    """nvidia-smi every `interval` s in a thread; a sample is the max over the GPUs it lists."""
     FIELDS = (("utilization.gpu", "utilization_gpu_pct"), ("memory.used", "memory_used_mib"),
               ("power.draw", "power_draw_w"), ("temperature.gpu", "temperature_c"))
 
     def __init__(self, interval=0.5):
-        self.interval, self.samples, self.error, self._stop = interval, [], None, threading.Event()
+        self.interval, self.samples, self.error = interval, [], None
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
 
     def _sample(self):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(f for f, _ in self.FIELDS),
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=5)
-        if out.returncode != 0:
-            raise RuntimeError(f"nvidia-smi exit {out.returncode}: {out.stderr.strip()[:200]}")
-        rows = [line.split(",") for line in out.stdout.strip().splitlines()]
+        rows = _smi(",".join(field for field, _ in self.FIELDS), 5)
         sample = []
         for i in range(len(self.FIELDS)):
             vals = []
             for row in rows:
-                with contextlib.suppress(ValueError, IndexError):  # "[N/A]" is skipped
+                with contextlib.suppress(ValueError, IndexError):  # "[N/A]" is left out
                     vals.append(float(row[i]))
             sample.append(max(vals) if vals else None)
         self.samples.append(sample)
@@ -457,7 +514,7 @@ class Telemetry:
             try:
                 self._sample()
             except Exception as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
+                self.error = f"nvidia-smi: {type(exc).__name__}: {exc}"
                 return
             self._stop.wait(self.interval)
 
@@ -471,24 +528,26 @@ class Telemetry:
         if self.error is None:
             with contextlib.suppress(Exception):
                 self._sample()
-        out = {"source": "nvidia-smi", "interval_s": self.interval, "samples": len(self.samples), "error": self.error}
+        out = {"source": "nvidia-smi", "interval_s": self.interval, "samples": len(self.samples),
+               "error": self.error}
         for i, (_, key) in enumerate(self.FIELDS):
             vals = [s[i] for s in self.samples if s[i] is not None]
             out[key] = {"max": max(vals), "mean": round(sum(vals) / len(vals), 2)} if vals else None
         return out
 
 
-# ------------------------------------------------------------------------------------------ multi-GPU
+# ---------------------------------------------------------------------------------- multi-GPU
 def _mgpu_worker(rank, world, port, cfg, results):
-    """One rank: 256 MB all-reduce (correctness + bandwidth), then DDP training; rank 0 reports via `results`."""
+    """One rank: all-reduce (correctness, bandwidth), then DDP training; rank 0 reports."""
     os.dup2(2, 1)  # NCCL_DEBUG writes to stdout, where only the report may go
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
-        dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=cfg["budget"]))
-        buf = torch.full((cfg["mb"] * 2**20 // 4,), float(rank + 1), dtype=torch.float32, device=dev)
+        dist.init_process_group("nccl", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=cfg["budget"]))
+        buf = torch.full((cfg["mb"] * 2**20 // 4,), float(rank + 1), device=dev)
         dist.all_reduce(buf)
         ok = torch.tensor([int(bool((buf == world * (world + 1) / 2).all()))], device=dev)
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)  # correct on every rank
@@ -504,13 +563,15 @@ def _mgpu_worker(rank, world, port, cfg, results):
         algbw = buf.numel() * 4 / secs / 1e9
         torch.manual_seed(0)
         model = torch.nn.parallel.DistributedDataParallel(make_model().to(dev), device_ids=[rank])
-        losses, _ = train_loop(model, make_data(cfg["batch"] * 4, 10 + rank, dev), cfg["steps"], cfg["batch"], dev)
-        first, last, ratio, trained = loss_trend(losses)
+        data = make_data(cfg["batch"] * 4, 10 + rank, dev)
+        first, last, ratio, trained = loss_trend(
+            train_loop(model, data, cfg["steps"], cfg["batch"], dev)[0])
         if rank == 0:
-            results.put({"allreduce_mb": cfg["mb"], "allreduce_dtype": "float32", "allreduce_correct": bool(ok.item()),
-                         "allreduce_ms": secs * 1000, "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
-                         "ddp_steps": cfg["steps"], "ddp_loss_first": first, "ddp_loss_last": last,
-                         "ddp_loss_ratio": ratio, "ddp_ok": trained})
+            results.put({"allreduce_mb": cfg["mb"], "allreduce_dtype": "float32",
+                         "allreduce_correct": bool(ok.item()), "allreduce_ms": secs * 1000,
+                         "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
+                         "ddp_steps": cfg["steps"], "ddp_loss_first": first,
+                         "ddp_loss_last": last, "ddp_loss_ratio": ratio, "ddp_ok": trained})
     except Exception as exc:
         results.put({"error": f"rank {rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"})
     finally:
@@ -518,26 +579,9 @@ def _mgpu_worker(rank, world, port, cfg, results):
             dist.destroy_process_group()
 
 
-def run_multi_gpu(rep, opts, deadline):
-    import torch.multiprocessing as tmp
-    world, left = torch.cuda.device_count(), deadline - time.monotonic()
-    budget = left - min(10.0, left / 4)  # ends, children killed, before the overall --timeout
-    if budget < 2:
-        return _check(rep, "multi_gpu", False, f"multi_gpu not started: {max(left, 0):.0f} s left of --timeout")
-    cfg = {"budget": budget, "mb": 64 if opts.quick else 256, "iters": 3 if opts.quick else 10,
-           "steps": min(max(opts.steps or 30, 10), 30), "batch": opts.batch}
-    with socket.socket() as s:  # a free localhost port
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = tmp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_mgpu_worker, args=(r, world, port, cfg, results), daemon=True) for r in range(world)]
-    _CHILDREN.extend(procs)
-    log(f"multi-GPU: {world} ranks, NCCL via 127.0.0.1:{port}, time limit {budget:.0f} s")
-    t0 = time.monotonic()
-    end, result, errors = t0 + budget, None, []
-    for p in procs:
-        p.start()
+def _collect(procs, results, end):
+    """Rank 0's result and every rank's errors, polling until `end` or until all ranks exit."""
+    result, errors = None, []
     while time.monotonic() < end:
         try:
             msg = results.get(timeout=0.5)
@@ -548,7 +592,31 @@ def run_multi_gpu(rep, opts, deadline):
         if "error" in msg:
             errors.append(msg["error"])
         else:
-            result, end = msg, min(end, time.monotonic() + 30)  # 30 s for teardown
+            result, end = msg, min(end, time.monotonic() + 30)  # 30 s more for teardown
+    return result, errors
+
+
+def run_multi_gpu(rep, opts, deadline):
+    import torch.multiprocessing as tmp
+    world, left = torch.cuda.device_count(), deadline - time.monotonic()
+    budget = left - min(10.0, left / 4)  # ends, children killed, before the overall --timeout
+    if budget < 2:
+        return _check(rep, "multi_gpu", False, f"not started: {max(left, 0):.0f} s left")
+    cfg = {"budget": budget, "mb": 64 if opts.quick else 256, "iters": 3 if opts.quick else 10,
+           "steps": min(max(opts.steps or 30, 10), 30), "batch": opts.batch}
+    with socket.socket() as s:  # a free localhost port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = tmp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_mgpu_worker, args=(r, world, port, cfg, results), daemon=True)
+             for r in range(world)]
+    _CHILDREN.extend(procs)
+    log(f"multi-GPU: {world} ranks, NCCL via 127.0.0.1:{port}, time limit {budget:.0f} s")
+    t0 = time.monotonic()
+    for p in procs:
+        p.start()
+    result, errors = _collect(procs, results, t0 + budget)
     hung = [i for i, p in enumerate(procs) if p.is_alive()]
     for p in procs:
         if p.is_alive():
@@ -557,22 +625,29 @@ def run_multi_gpu(rep, opts, deadline):
         if p.is_alive():
             p.kill()
         p.join(5)
-    errors += [f"rank {i} exit code {p.exitcode}" for i, p in enumerate(procs) if p.exitcode and i not in hung]
+    errors += [f"rank {i} exit code {p.exitcode}" for i, p in enumerate(procs)
+               if p.exitcode and i not in hung]
     errors += [f"ranks {hung} terminated in teardown"] if hung and result else []
-    rep["multi_gpu"] = dict({"world_size": world, "timed_out": bool(hung) and result is None, "errors": errors,
-                             "duration_s": round(time.monotonic() - t0, 2)}, **(result or {}))
+    rep["multi_gpu"] = dict({"world_size": world, "timed_out": bool(hung) and result is None,
+                             "errors": errors, "duration_s": round(time.monotonic() - t0, 2)},
+                            **(result or {}))
     if result is None:
-        return _check(rep, "multi_gpu", False, (f"multi_gpu timed out after {budget:.0f} s (ranks {hung} hung)" if hung
-                                                else "no result from rank 0") + (f": {errors}" if errors else ""))
-    _check(rep, "multi_gpu_allreduce", result["allreduce_correct"], f"{world} GPUs, {cfg['mb']} MB float32 all-reduce "
-           f"{'correct' if result['allreduce_correct'] else 'WRONG SUM'}; algbw {result['algbw_gbps']:.1f} GB/s, "
-           f"busbw {result['busbw_gbps']:.1f} GB/s", algbw_gbps=result["algbw_gbps"], busbw_gbps=result["busbw_gbps"])
-    _check(rep, "multi_gpu_ddp", result["ddp_ok"], f"DDP, {cfg['steps']} steps: " + _trend_detail(
-        result["ddp_loss_first"], result["ddp_loss_last"], result["ddp_loss_ratio"]), loss_ratio=result["ddp_loss_ratio"])
+        why = (f"multi_gpu timed out after {budget:.0f} s (ranks {hung} still running, terminated)"
+               if hung else "no result from rank 0")
+        return _check(rep, "multi_gpu", False, why + (f": {errors}" if errors else ""))
+    r = result
+    _check(rep, "multi_gpu_allreduce", r["allreduce_correct"],
+           f"{world} GPUs, {cfg['mb']} MB float32 all-reduce "
+           f"{'correct' if r['allreduce_correct'] else 'WRONG SUM'}; algbw "
+           f"{r['algbw_gbps']:.1f} GB/s, busbw {r['busbw_gbps']:.1f} GB/s",
+           algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
+    return _check(rep, "multi_gpu_ddp", r["ddp_ok"], f"DDP, {cfg['steps']} steps: "
+                  + _trend(r["ddp_loss_first"], r["ddp_loss_last"], r["ddp_loss_ratio"]),
+                  loss_ratio=r["ddp_loss_ratio"])
 
 
-# ------------------------------------------------------------------------------------------ driver
-def _run_into(rep, opts):
+# ---------------------------------------------------------------------------------- driver
+def _run_into(rep, opts, deadline):
     t0 = time.monotonic()
     if torch is None:
         rep["level"] = "cpu"
@@ -589,12 +664,14 @@ def _run_into(rep, opts):
     steps = opts.steps or (12 if opts.quick else 30)
     gemm_n = opts.gemm_size or ((4096 if opts.quick else 8192) if use_cuda else 512)
     rep["versions"].update(read_versions())
-    log(f"torch {torch.__version__}, level {rep['level']} (--require {opts.require}), {steps} steps, batch {opts.batch}")
+    log(f"torch {torch.__version__}, level {rep['level']} (--require {opts.require}), "
+        f"{steps} steps, batch {opts.batch}")
+    cpu_why = "CPU level (--require cpu)" if available else "no GPU: CPU level"
 
-    def gpu_check(name, fn, *args):  # a GPU-only check, or "not applicable" on the CPU
-        return _guarded(rep, name, fn, *args) if use_cuda else _skip(rep, name, "no GPU: CPU level")
+    def gpu_check(name, fn, *args):  # a GPU-only check, "not applicable" on the CPU
+        return _guarded(rep, name, fn, *args) if use_cuda else _skip(rep, name, cpu_why)
 
-    if opts.require == "cuda":  # nvidia-smi says why a requested GPU is missing
+    if opts.require == "cuda":  # nvidia-smi tells why a requested GPU is missing
         _guarded(rep, "nvidia_smi", check_nvidia_smi)
     else:
         gpu_check("nvidia_smi", check_nvidia_smi)
@@ -607,26 +684,32 @@ def _run_into(rep, opts):
 
     torch.manual_seed(0)
     data = make_data(max(4 * opts.batch, 512 if opts.quick else 2048), 0, device)
+    batch = min(opts.batch, len(data[1]))
     telemetry = Telemetry().start() if use_cuda else None
     try:
-        model, times = _guarded(rep, "train", check_train, device, data, steps, opts.batch) or (None, None)
-        gpu_check("model_on_cuda", check_model_on_cuda, model or make_model().to(device))
-        _guarded(rep, "amp", check_amp, device, data, steps, opts.batch)
+        trained = _guarded(rep, "train", check_train, device, data, steps, batch)
+        model, times = trained or (None, None)
+        gpu_check("model_on_cuda", check_model_on_cuda,
+                  model if model is not None else make_model().to(device))
+        _guarded(rep, "amp", check_amp, device, data, steps, batch)
         gpu_check("cudnn_conv", check_cudnn, device)
         if model is None:
             _check(rep, "checkpoint", False, "no trained model (training failed)")
             _check(rep, "throughput", False, "no training step times (training failed)")
         else:
             _guarded(rep, "checkpoint", check_checkpoint, device, model, data)
-            _guarded(rep, "throughput", check_throughput, device, times, min(opts.batch, len(data[1])), gemm_n, opts.quick)
+            _guarded(rep, "throughput", check_throughput, device, times, batch, gemm_n, opts.quick)
     finally:
-        rep["telemetry"] = telemetry.stop() if telemetry else {"source": None, "samples": 0, "error": "no GPU: CPU level"}
+        rep["telemetry"] = (telemetry.stop() if telemetry
+                            else {"source": None, "samples": 0, "error": cpu_why})
     gpu_check("memory", check_memory, device)
     if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
-        _guarded(rep, "multi_gpu", run_multi_gpu, opts, t0 + opts.timeout)
+        _guarded(rep, "multi_gpu", run_multi_gpu, opts, deadline)
     elif opts.multi_gpu:
-        _skip(rep, "multi_gpu", f"needs more than one GPU; {torch.cuda.device_count() if use_cuda else 0} in use")
+        count = torch.cuda.device_count() if use_cuda else 0
+        _skip(rep, "multi_gpu", f"needs more than one GPU; {count} in use")
     rep["metrics"]["duration_s"] = round(time.monotonic() - t0, 2)
+    return None
 
 
 def _finish(rep):
@@ -635,24 +718,27 @@ def _finish(rep):
 
 
 def run(options):
-    """Run every check; returns the report. `options`: an argparse.Namespace from build_parser() or a dict of its fields."""
+    """Run every check and return the report; `options` is build_parser()'s Namespace or a dict."""
     opts = options
     if not isinstance(options, argparse.Namespace):
         opts = build_parser().parse_args([])
         for key, val in dict(options or {}).items():
-            setattr(opts, key.replace("-", "_"), _expect_arg(val) if key == "expect" and isinstance(val, str) else val)
+            if key == "expect" and isinstance(val, str):
+                val = _expect_arg(val)
+            setattr(opts, key.replace("-", "_"), val)
     rep = _new_report(opts.require)
-    _run_into(rep, opts)
+    _run_into(rep, opts, time.monotonic() + opts.timeout)
     return _finish(rep)
 
 
 def _emit(rep, stream):
+    text = None
     for _ in range(20):  # the watchdog may catch the report mid-update
         with contextlib.suppress(RuntimeError):
             text = json.dumps(_clean(rep))
             break
         time.sleep(0.05)
-    stream.write(text + "\n")
+    stream.write((text or json.dumps(_clean(dict(rep, checks=[])))) + "\n")
     stream.flush()
 
 
@@ -671,10 +757,10 @@ def main(argv=None):
         return exc.code if isinstance(exc.code, int) else 0
     rep, emitted = _new_report(opts.require), threading.Lock()
 
-    def on_timeout():  # a hung CUDA call cannot be interrupted: report what we have and leave
+    def on_timeout():  # a hung CUDA call cannot be interrupted: report what there is, and exit
         if emitted.acquire(blocking=False):
-            rep["checks"].append({"name": "timeout", "passed": False,
-                                  "detail": f"overall --timeout {opts.timeout:g} s exceeded; the report is partial"})
+            rep["checks"].append({"name": "timeout", "passed": False, "detail":
+                                  f"--timeout {opts.timeout:g} s exceeded; the report is partial"})
             rep["passed"] = False
             for proc in _CHILDREN:
                 with contextlib.suppress(Exception):
@@ -682,12 +768,14 @@ def main(argv=None):
             _emit(rep, real_stdout)
             os._exit(1)
 
-    watchdog = threading.Timer(opts.timeout, on_timeout)
+    start = _T_START if __name__ == "__main__" else time.monotonic()  # a script: its own start
+    deadline = start + opts.timeout
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), on_timeout)
     watchdog.daemon = True
     watchdog.start()
     with contextlib.redirect_stdout(sys.stderr):  # stray prints must not corrupt the report
         try:
-            _run_into(rep, opts)
+            _run_into(rep, opts, deadline)
         except Exception as exc:
             log(traceback.format_exc())
             _check(rep, "payload", False, f"unexpected {type(exc).__name__}: {exc}")
@@ -697,7 +785,8 @@ def main(argv=None):
         time.sleep(60)  # the watchdog is writing the report and ends the process
         return 1
     _emit(_finish(rep), real_stdout)
-    log(f"{'PASSED' if rep['passed'] else 'FAILED'}: {sum(c['passed'] for c in rep['checks'])}/{len(rep['checks'])} checks")
+    passed = sum(c["passed"] for c in rep["checks"])
+    log(f"{'PASSED' if rep['passed'] else 'FAILED'}: {passed}/{len(rep['checks'])} checks")
     return 0 if rep["passed"] else 1
 
 

@@ -1,0 +1,150 @@
+"""`envgen diff [OLD NEW] [--driver OLD..NEW] [--gpu NAME] [--fleet FILE]`.
+OLD and NEW are matrix files or folders, or git revisions (`REV`, `REV:path`)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+from .. import diff as d
+from ..errors import InputError
+from ..matrix import load_matrix
+from ..matrix.yamlfile import load_file
+from ._common import out_json
+
+DEFAULT_PATH = "matrices"
+
+
+def _git(*argv, cwd=None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *argv], capture_output=True, cwd=cwd, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise InputError(f"cannot run git: {e}") from None
+
+
+def matrix_at(arg: str, tmp: Path):
+    """A matrix from a path, or from `REV` / `REV:path` of the git repository here."""
+    if Path(arg).exists():
+        return load_matrix(arg)
+    rev, _, path = arg.partition(":")
+    path = (path or DEFAULT_PATH).strip("/") or DEFAULT_PATH
+    top = _git("rev-parse", "--show-toplevel")
+    if top.returncode != 0 or _git("rev-parse", "--verify", "--quiet",
+                                   f"{rev}^{{commit}}").returncode != 0:
+        raise InputError(f"{arg!r} is neither a matrix file or folder nor a git revision "
+                         f"of the repository here")
+    root = top.stdout.decode().strip()
+    prefix = _git("rev-parse", "--show-prefix").stdout.decode().strip()
+    r = _git("archive", "--format=tar", rev, "--", prefix + path, cwd=root)
+    if r.returncode != 0:
+        raise InputError(f"{rev} has no {path!r} ({r.stderr.decode().strip()[:200]})")
+    out = tmp / rev.replace("/", "_").replace("~", "_").replace("^", "_")
+    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
+        tar.extractall(out, filter="data")
+    return load_matrix(out / (prefix + path))
+
+
+def _verdict_text(v: dict) -> str:
+    if not v["runs"]:
+        return "no"
+    return "yes" if v["how"] in ("native", "cpu") else f"yes ({v['how']})"
+
+
+def _print_driver_diff(r: dict) -> None:
+    from ._common import table as _table
+    rows = []
+    for name, row in r["stacks"].items():
+        if "error" in row:
+            rows.append([name, "-", "-", row["error"]])
+            continue
+        o, n = row["old"], row["new"]
+        note = n["why"] if not n["runs"] else (n["caveat"] or "")
+        if o["runs"] and not n["runs"]:
+            note = "STOPS: " + n["why"]
+        elif n["runs"] and not o["runs"]:
+            note = "STARTS: " + (n["caveat"] or n["why"])
+        rows.append([name, _verdict_text(o), _verdict_text(n), note])
+    print(_table(rows, ["stack", r["old_driver"], r["new_driver"], "note"]))
+    print(r["summary"])
+
+
+def _print_fleet(r: dict) -> None:
+    for h in r["hosts"]:
+        gpus = ", ".join(f"{h['gpus'].count(g)}x {g}" for g in dict.fromkeys(h["gpus"]))
+        print(f"{h['name']}: driver {h['driver']} ({h['branch']}), {gpus}")
+        if h["moves_to"]:
+            print(f"  {h['summary']}")
+        else:
+            if r["drivers"]:
+                print(f"  stays on {h['branch']} (not on {d.branch(r['drivers'][0])})")
+            print(f"  runs: {', '.join(h['runs']) or 'nothing'}")
+            cannot = [n for n, s in h["stacks"].items() if not s.get("now", {}).get("runs")]
+            if cannot:
+                print(f"  cannot run: {', '.join(cannot)}")
+
+
+def _print_matrix_diff(r: dict) -> None:
+    print(f"matrix {r['old_sha256'][:12]} → {r['new_sha256'][:12]}")
+    print(f"  added:   {', '.join(r['added']) or 'none'}")
+    print(f"  removed: {', '.join(r['removed']) or 'none'}")
+    print(f"  changed: {', '.join(c['stack'] for c in r['changed']) or 'none'}")
+    for c in r["changed"]:
+        print(f"  {c['stack']}:")
+        for f in c["fields"]:
+            print(f"    {f['field']}: {f['old']} → {f['new']}")
+        p = c["packages"]
+        for n, (a, b) in p["changed"].items():
+            print(f"    package {n}: {a} → {b}")
+        for n, v in p["added"].items():
+            print(f"    package {n}: added {v}")
+        for n, v in p["removed"].items():
+            print(f"    package {n}: removed {v}")
+
+
+def run(args) -> int:
+    from ._common import load_matrix_for as _matrix
+    if (args.old is None) != (args.new is None):
+        raise InputError("envgen diff: give both OLD and NEW matrices, or neither")
+    if args.old is None and not args.driver and not args.fleet:
+        raise InputError("envgen diff: give OLD NEW matrices, --driver OLD..NEW, or --fleet "
+                         "FILE")
+    drivers = d.parse_driver_range(args.driver) if args.driver else None
+    out: dict = {}
+    with contextlib.ExitStack() as stack:
+        if args.old is not None:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="envgen-diff-")))
+            old, new = matrix_at(args.old, tmp / "old"), matrix_at(args.new, tmp / "new")
+            out["matrix"] = d.matrix_diff(old, new)
+            m = new
+        else:
+            m = _matrix(args)
+    gpu = None
+    if args.gpu:
+        gpu = m.gpu(args.gpu)
+        if gpu is None:
+            raise InputError(f"--gpu {args.gpu!r} is not a GPU in the matrix (see `envgen "
+                             f"matrix show gpus`)")
+    stacks = d.resolve_all(m) if (drivers or args.fleet) else None
+    if drivers and (gpu is not None or not args.fleet):   # with a fleet, its GPUs decide
+        out["driver"] = d.driver_diff(m, *drivers, gpu=gpu, stacks=stacks)
+    if args.fleet:
+        path = Path(args.fleet)
+        hosts = d.parse_fleet(load_file(path, str(path)), str(path), m)
+        out["fleet"] = d.fleet_report(m, hosts, drivers, stacks=stacks)
+    if args.json:
+        out_json(out)
+        return 0
+    sections = [("matrix", _print_matrix_diff), ("driver", _print_driver_diff),
+                ("fleet", _print_fleet)]
+    first = True
+    for key, show in sections:
+        if key in out:
+            if not first:
+                print()
+            show(out[key])
+            first = False
+    return 0

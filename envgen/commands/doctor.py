@@ -1,0 +1,43 @@
+"""`envgen doctor`: print the report; exit 3 (environment missing) without a GPU or Docker."""
+from __future__ import annotations
+
+from ..doctor import doctor
+from ..errors import EnvironmentMissing
+from ._common import out_json
+
+
+def _print(r: dict) -> None:
+    from ._common import table as _table
+    d = r["driver"]
+    if d:
+        lts = "LTS" if d["lts"] else "not LTS"
+        eol = f", EOL {d['eol']}" + (" (past)" if d["past_eol"] else "") if d["eol"] else ""
+        print(f"driver:  {d['version']} ({d['branch'] or 'branch not in the matrix'}, {lts}"
+              f"{eol}); supports CUDA {d['cuda'] or '?'}")
+    else:
+        print("driver:  none")
+    for g in r["gpus"]:
+        print(f"gpu {g['index']}:   {g['name']} (cc {g['cc']}, {g['memory_mib']} MiB"
+              f"{', busy' if g['busy'] else ''}"
+              f"{'' if g['matrix_name'] else ', not in the matrix'})")
+    k = r["docker"]
+    if k["reachable"]:
+        print(f"docker:  {k['version']}, runtimes {', '.join(k['runtimes']) or '-'}"
+              f" (nvidia runtime: {'yes' if k['nvidia_runtime'] else 'no'}), CDI specs: "
+              f"{', '.join(k['cdi_specs']) or 'none'}")
+    else:
+        print(f"docker:  not reachable: {k['error']}")
+    print()
+    print(_table([[n, "yes" if s["runs"] else "no", s["how"] or "", s["why"]]
+                  for n, s in r["stacks"].items()], ["stack", "runs", "how", "why"]))
+    for w in r["warnings"]:
+        print(f"warning: {w}")
+    for p in r["problems"]:
+        print(f"problem: {p}")
+
+
+def run(args) -> int:
+    from ._common import load_matrix_for as _matrix
+    r = doctor(_matrix(args))
+    out_json(r) if args.json else _print(r)
+    return 0 if r["ok"] else EnvironmentMissing.exit_code

@@ -1,0 +1,286 @@
+"""What changes between two matrices, two drivers, or for a fleet of hosts. Pure decisions:
+the caller passes loaded matrices and fleet documents; nothing here reads or prints."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .compat import FORWARD, MINOR, NATIVE, driver_runs, kernels_for
+from .errors import EnvgenError, InputError, MatrixError
+from .matrix import Matrix
+from .model import Gpu, Stack, V, Variant
+from .resolve import Host, resolve
+from .spec import parse_spec
+
+DRIVER_RE = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$")
+CAVEATS = {
+    MINOR: "minor-version compatibility: PTX JIT fails on this older driver, so the build "
+           "must carry kernels (SASS) for the GPU",
+    FORWARD: "forward compatibility: data-center (and some workstation) GPUs only, and the "
+             "image must carry cuda-compat",
+    "ptx": "PTX is JIT-compiled at first start (slow first run)",
+}
+SKIP_FIELDS = {"reasons", "matrix_sha256", "packages"}
+
+
+def check_driver(text: str, what: str = "--driver") -> str:
+    if not isinstance(text, str) or not DRIVER_RE.match(text):
+        raise InputError(f"{what} {text!r} is not a driver version like 535.104.05")
+    return text
+
+
+def parse_driver_range(text: str) -> tuple[str, str]:
+    old, sep, new = (text or "").partition("..")
+    if not sep:
+        raise InputError(f"--driver {text!r} must be OLD..NEW, e.g. 535.274.02..580.95.05")
+    return check_driver(old, "--driver OLD"), check_driver(new, "--driver NEW")
+
+
+def branch(driver: str) -> str:
+    return "R" + driver.split(".")[0]
+
+
+# ---- one stack on one driver ---------------------------------------------------------------
+
+def resolve_all(m: Matrix) -> dict[str, Stack | str]:
+    """Every stack name resolved with the default host, or the reason it does not resolve."""
+    out: dict[str, Stack | str] = {}
+    for name in m.stack_names():
+        try:
+            out[name] = resolve(m, parse_spec(name, m), Host())
+        except EnvgenError as e:
+            out[name] = e.message
+    return out
+
+
+def verdict(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None,
+            cc: str | None = None) -> dict:
+    """Whether `driver` (and the GPU, when known) runs `stack`, how, and the caveat."""
+    if not stack.cuda:
+        return {"runs": True, "how": "cpu", "why": "a CPU build needs no driver",
+                "caveat": None}
+    cuda = m.cuda_release(stack.cuda_release or "")
+    if cuda is None:
+        return {"runs": False, "how": None, "caveat": None,
+                "why": f"CUDA {stack.cuda_release} is not in this matrix"}
+    compat = any(b.cuda_compat and b.cuda and V(b.cuda) >= V(cuda.short) for b in m.bases)
+    d = driver_runs(m, cuda, driver, gpu, compat_available=compat)
+    if not d.ok:
+        return {"runs": False, "how": None, "why": d.why, "caveat": None}
+    cc = cc or (gpu.cc if gpu else None)
+    how, why = d.how, d.why
+    if cc:
+        v = Variant(name=stack.variant, cuda=stack.cuda, cudnn=None, nccl=None,
+                    compute_capabilities=stack.compute_capabilities, ptx=stack.ptx,
+                    sources=())
+        k = kernels_for(v, cc, d.how)
+        if not k.ok:
+            return {"runs": False, "how": None, "why": k.why, "caveat": None}
+        why = f"{why}; {k.why}"
+        if k.how == "ptx" and how == NATIVE:
+            how = "ptx"
+    return {"runs": True, "how": how, "why": why, "caveat": CAVEATS.get(how)}
+
+
+def _host_verdict(m, stack, driver, gpus: tuple[Gpu, ...]) -> dict:
+    """A host runs a stack when every kind of GPU in it does."""
+    kinds = list(dict.fromkeys(gpus)) or [None]
+    verdicts = [(g, verdict(m, stack, driver, g)) for g in kinds]
+    bad = next(((g, v) for g, v in verdicts if not v["runs"]), None)
+    if bad is None:
+        return verdicts[0][1]
+    g, v = bad
+    return v | {"why": f"{g.name}: {v['why']}" if g and len(kinds) > 1 else v["why"]}
+
+
+def _compare(stacks: dict, old_of, new_of) -> dict:
+    rows, start, stop, how = {}, [], [], []
+    for name, st in stacks.items():
+        if isinstance(st, str):
+            rows[name] = {"error": st}
+            continue
+        o, n = old_of(st), new_of(st)
+        rows[name] = {"old": o, "new": n}
+        if n["runs"] and not o["runs"]:
+            start.append(name)
+        elif o["runs"] and not n["runs"]:
+            stop.append(name)
+        elif o["runs"] and o["how"] != n["how"]:
+            how.append({"stack": name, "old": o["how"], "new": n["how"]})
+    return {"stacks": rows, "start_working": start, "stop_working": stop, "changed_how": how}
+
+
+def _summary(old: str, new: str, where: str, cmp: dict) -> str:
+    start, stop = cmp["start_working"], cmp["stop_working"]
+    text = (f"{branch(old)} → {branch(new)} on {where}: "
+            f"{', '.join(start) or 'none'} start{'s' if len(start) == 1 else ''} working; "
+            f"{', '.join(stop) or 'none'} stop{'s' if len(stop) == 1 else ''}")
+    moves: dict[tuple, list] = {}
+    for c in cmp["changed_how"]:
+        moves.setdefault((c["old"], c["new"]), []).append(c["stack"])
+    for (a, b), names in moves.items():
+        text += f"; {', '.join(names)} go{'es' if len(names) == 1 else ''} from {a} to {b}"
+    return text
+
+
+def driver_diff(m: Matrix, old: str, new: str, gpu: Gpu | None = None,
+                stacks: dict | None = None) -> dict:
+    stacks = resolve_all(m) if stacks is None else stacks
+    cmp = _compare(stacks, lambda s: verdict(m, s, old, gpu), lambda s: verdict(m, s, new, gpu))
+    where = gpu.name if gpu else "an unnamed GPU (no forward compatibility, no kernel check)"
+    return {"old_driver": old, "new_driver": new, "gpu": gpu.name if gpu else None, **cmp,
+            "summary": _summary(old, new, where, cmp)}
+
+
+# ---- fleets --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FleetHost:
+    name: str
+    driver: str
+    gpus: tuple[Gpu, ...]
+    line: int = 0
+
+
+def parse_fleet(doc, file: str, m: Matrix) -> list[FleetHost]:
+    """Validate a fleet document (from matrix.yamlfile.load_file); every problem is named
+    with its file:line, the first one raised with a count of the rest."""
+    problems: list[tuple[int | None, str]] = []
+    hosts: list[FleetHost] = []
+
+    def line_of(obj, key=None, default=None):
+        lines = getattr(obj, "lines", None)
+        if key is not None and isinstance(lines, dict) and key in lines:
+            return lines[key]
+        return getattr(obj, "line", None) or default
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), list):
+        raise InputError("a fleet file must be a mapping with a list `hosts:`", file=file,
+                         line=line_of(doc, "hosts", 1))
+    for extra in sorted(set(doc) - {"hosts"}):
+        problems.append((line_of(doc, extra), f"unknown key {extra!r} (a fleet has `hosts:`)"))
+    seen: dict[str, int] = {}
+    for i, h in enumerate(doc["hosts"]):
+        at = doc["hosts"].lines[i] if hasattr(doc["hosts"], "lines") else None
+        if not isinstance(h, dict):
+            problems.append((at, f"hosts[{i}] must be a mapping with name, driver, gpus"))
+            continue
+        for extra in sorted(set(h) - {"name", "driver", "gpus"}):
+            problems.append((line_of(h, extra, at), (f"unknown key {extra!r} (a host has "
+                                                    f"name, driver, gpus)")))
+        name, driver, gpus = h.get("name"), h.get("driver"), h.get("gpus")
+        ok = True
+        if not isinstance(name, str) or not name:
+            problems.append((line_of(h, "name", at), f"hosts[{i}] needs a `name:` string"))
+            ok = False
+        elif name in seen:
+            problems.append((line_of(h, "name", at), (f"host {name!r} is listed twice (first "
+                                                     f"on line {seen[name]})")))
+        else:
+            seen[name] = line_of(h, "name", at)
+        if not isinstance(driver, str) or not DRIVER_RE.match(driver):
+            hint = " (quote it: YAML reads 535.104 as a number)" \
+                if isinstance(driver, (int, float)) else ""
+            problems.append((line_of(h, "driver", at), (f"host {name!r}: driver {driver!r} is "
+                                                       f"not a version like 535.104.05{hint}")))
+            ok = False
+        found: list[Gpu] = []
+        if not isinstance(gpus, list) or not gpus:
+            problems.append((line_of(h, "gpus", at), (f"host {name!r}: `gpus:` must be a "
+                                                     f"non-empty list of GPU names")))
+            ok = False
+        else:
+            for j, g in enumerate(gpus):
+                gpu = m.gpu(g) if isinstance(g, str) else None
+                if gpu is None:
+                    problems.append((gpus.lines[j] if hasattr(gpus, "lines") else at,
+                                     (f"host {name!r}: {g!r} is not a GPU in the matrix (see "
+                                     f"`envgen matrix show gpus`)")))
+                    ok = False
+                else:
+                    found.append(gpu)
+        if ok:
+            hosts.append(FleetHost(name, driver, tuple(found), at or 0))
+    if problems:   # the same error type as a bad matrix file: each problem at file:line
+        problems.sort(key=lambda p: p[0] or 0)
+        raise MatrixError([MatrixError(message=msg, file=file, line=line)
+                           for line, msg in problems])
+    return hosts
+
+
+def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | None = None,
+                 stacks: dict | None = None) -> dict:
+    """Per host, which stacks run. With drivers=(OLD, NEW), hosts on OLD's branch move to
+    NEW and the report says what starts and stops working on each."""
+    stacks = resolve_all(m) if stacks is None else stacks
+    out = []
+    for h in hosts:
+        names = list(dict.fromkeys(g.name for g in h.gpus))
+        row = {"name": h.name, "driver": h.driver, "branch": branch(h.driver),
+               "gpus": [g.name for g in h.gpus]}
+        moves = drivers is not None and branch(h.driver) == branch(drivers[0])
+        if moves:
+            cmp = _compare(stacks, lambda s, h=h: _host_verdict(m, s, h.driver, h.gpus),
+                           lambda s, h=h: _host_verdict(m, s, drivers[1], h.gpus))
+            row |= {"moves_to": drivers[1], **cmp,
+                    "summary": _summary(h.driver, drivers[1], "/".join(names), cmp)}
+            row["runs"] = [n for n, r in cmp["stacks"].items() if r.get("new", {}).get("runs")]
+        else:
+            rows = {n: ({"error": s} if isinstance(s, str)
+                        else {"now": _host_verdict(m, s, h.driver, h.gpus)})
+                    for n, s in stacks.items()}
+            row |= {"moves_to": None, "stacks": rows, "start_working": [],
+                    "stop_working": [],
+                    "runs": [n for n, r in rows.items() if r.get("now", {}).get("runs")]}
+        out.append(row)
+    return {"drivers": list(drivers) if drivers else None, "hosts": out}
+
+
+# ---- two matrices --------------------------------------------------------------------------
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out |= _flatten(v, key + ".")
+        else:
+            out[key] = v
+    return out
+
+
+def stack_changes(old: Stack, new: Stack) -> dict:
+    a = _flatten({k: v for k, v in old.to_json().items() if k not in SKIP_FIELDS})
+    b = _flatten({k: v for k, v in new.to_json().items() if k not in SKIP_FIELDS})
+    fields = [{"field": k, "old": a.get(k), "new": b.get(k)}
+              for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+    po, pn = dict(old.packages), dict(new.packages)
+    packages = {"added": {n: pn[n] for n in sorted(pn.keys() - po.keys())},
+                "removed": {n: po[n] for n in sorted(po.keys() - pn.keys())},
+                "changed": {n: [po[n], pn[n]] for n in sorted(po.keys() & pn.keys())
+                            if po[n] != pn[n]}}
+    return {"fields": fields, "packages": packages}
+
+
+def matrix_diff(old: Matrix, new: Matrix) -> dict:
+    a, b = resolve_all(old), resolve_all(new)
+    changed, unchanged = [], []
+    for name in sorted(a.keys() & b.keys()):
+        o, n = a[name], b[name]
+        if isinstance(o, str) or isinstance(n, str):
+            if isinstance(o, str) and isinstance(n, str):
+                unchanged.append(name)
+                continue
+            changed.append({"stack": name, "fields": [{
+                "field": "resolves", "old": o if isinstance(o, str) else True,
+                "new": n if isinstance(n, str) else True}],
+                "packages": {"added": {}, "removed": {}, "changed": {}}})
+            continue
+        ch = stack_changes(o, n)
+        if ch["fields"] or any(ch["packages"].values()):
+            changed.append({"stack": name, **ch})
+        else:
+            unchanged.append(name)
+    return {"old_sha256": old.sha256, "new_sha256": new.sha256,
+            "added": sorted(b.keys() - a.keys()), "removed": sorted(a.keys() - b.keys()),
+            "changed": changed, "unchanged": unchanged}

@@ -1,0 +1,330 @@
+"""Certified images → envgen.lock: each stack's image ID, base, certificate, and the packages
+installed inside the image, pinned by the sha256 of the exact wheel PyPI serves for it."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.tags import compatible_tags, cpython_tags
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from . import certs
+from .errors import CheckFailed, InputError
+from .files import locked, write_atomic
+from .model import Stack
+
+LOCK_VERSION = 1
+SIMPLE_URL = "https://pypi.org/simple"
+# Seeded into the venv by `python -m venv` from the base's bundled wheels (Debian rebuilds
+# them), so PyPI's hash of the same version is not the hash of what is installed.
+BOOTSTRAP = {"pip", "setuptools", "wheel"}
+
+# Runs inside the image (network none): the standard library and pip only.
+PROBE = r"""
+import json, subprocess, sys
+from importlib import metadata
+out = {"python": "%d.%d" % sys.version_info[:2], "tags": [], "packages": [], "direct": {}}
+try:
+    from pip._vendor.packaging import tags
+    out["tags"] = [str(t) for t in tags.sys_tags()]
+except Exception:
+    pass
+r = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"],
+                   capture_output=True, text=True)
+if r.returncode:
+    out["error"] = (r.stderr or r.stdout)[-400:]
+else:
+    out["packages"] = json.loads(r.stdout)
+for d in metadata.distributions():
+    text = d.read_text("direct_url.json")
+    if text:
+        out["direct"][d.metadata["Name"]] = json.loads(text).get("url")
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What an image has installed, as pip inside it reports."""
+
+    python: str
+    packages: dict                 # name → version, names as pip lists them
+    tags: tuple[str, ...] = ()     # the interpreter's wheel tags, most preferred first
+    direct: dict = field(default_factory=dict)   # name → URL for installs not from an index
+
+
+def installed_packages(c, image: str, timeout: int = 180) -> Probe:
+    """Run pip inside `image` with no network; the container is removed on every path."""
+    container = c.containers.create(image, command=["python", "-c", PROBE],
+                                    network_mode="none", detach=True,
+                                    labels={"io.envgen.probe": "1"})
+    try:
+        container.start()
+        code = int(container.wait(timeout=timeout).get("StatusCode", -1))
+        out = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone
+            pass
+    try:
+        data = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CheckFailed(f"cannot list the packages in {image}: python exited {code}: "
+                          f"{' | '.join(err.strip().splitlines()[-2:])[:300]}") from None
+    if data.get("error"):
+        raise CheckFailed(f"`pip list` failed in {image}: {data['error'].strip()[:300]}")
+    return Probe(python=data["python"],
+                 packages={p["name"]: p["version"] for p in data["packages"]},
+                 tags=tuple(data.get("tags") or ()), direct=dict(data.get("direct") or {}))
+
+
+def fetch_json(url: str) -> dict:
+    """PyPI's JSON simple index (PEP 691). LookupError for 404, OSError for other failures."""
+    req = urllib.request.Request(url, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json", "User-Agent": "envgen-lock"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise LookupError(url) from e
+        raise OSError(f"HTTP {e.code}") from e
+    except ValueError as e:
+        raise OSError(f"not JSON: {e}") from e
+
+
+def default_tags(python: str) -> tuple[str, ...]:
+    """Wheel tags for CPython `python` on glibc x86_64 Linux, when the image did not say."""
+    major, minor = (int(x) for x in python.split("."))
+    plats = [f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)] + [
+        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    return tuple(str(t) for t in [*cpython_tags((major, minor), platforms=plats),
+                                  *compatible_tags((major, minor), platforms=plats)])
+
+
+def _pick(files: list, name: str, version: str, tags: tuple[str, ...]):
+    """The file pip would choose for name==version: the best-ranked wheel, else the sdist."""
+    want, rank = canonicalize_name(name), {t: i for i, t in enumerate(tags)}
+    try:
+        ver = Version(version)
+    except InvalidVersion:
+        return None, False
+    best, sdist = None, None
+    for f in files:
+        fn = f.get("filename", "")
+        try:
+            if fn.endswith(".whl"):
+                n, v, _b, ftags = parse_wheel_filename(fn)
+                r = min((rank[str(t)] for t in ftags if str(t) in rank), default=None)
+                if n == want and v == ver and r is not None and (best is None or r < best[0]):
+                    best = (r, f)
+            elif fn.endswith((".tar.gz", ".zip")):
+                n, v = parse_sdist_filename(fn)
+                if n == want and v == ver:
+                    sdist = f
+        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+            continue
+    return (best[1], False) if best else (sdist, sdist is not None)
+
+
+def pin(name: str, version: str, probe: Probe, stack: Stack, fetch=fetch_json,
+        simple_url: str = SIMPLE_URL) -> dict:
+    """One requirement of the lock: name, version, and the sha256 of its file on PyPI, or
+    `hashes: []` with a `hash_note` saying why there is none."""
+    entry = {"name": name, "version": version, "hashes": []}
+    canon = canonicalize_name(name)
+    provided = {canonicalize_name(n) for n in dict(stack.base.provides)}
+    pinned = {canonicalize_name(n) for n in dict(stack.packages)}
+    note = None
+    if canon in provided:
+        note = f"preinstalled in the base image {stack.base.reference}, not installed by pip"
+    elif "+" in version:
+        note = (f"local version {version} is not on PyPI; it came from "
+                f"{stack.index_url or 'a per-variant wheel index'}")
+    elif name in probe.direct:
+        note = f"installed from {probe.direct[name]}, not from an index"
+    elif canon in BOOTSTRAP and canon not in pinned:
+        note = "seeded by `python -m venv` from the base's bundled wheel, not from PyPI"
+    if note:
+        return entry | {"hash_note": note}
+    try:
+        data = fetch(f"{simple_url}/{canon}/")
+    except LookupError:
+        return entry | {"hash_note": f"{name} is not on {simple_url}"}
+    except OSError as e:
+        return entry | {"hash_note": f"{simple_url} could not be read ({e})"}
+    chosen, is_sdist = _pick(data.get("files") or [], name, version,
+                             probe.tags or default_tags(probe.python))
+    if chosen is None:
+        return entry | {"hash_note": f"{simple_url} has no file of {name} {version} for "
+                                     f"Python {probe.python} on this platform"}
+    sha = (chosen.get("hashes") or {}).get("sha256")
+    entry["file"] = chosen["filename"]
+    if not sha:
+        return entry | {"hash_note": f"the index serves no sha256 for {chosen['filename']}"}
+    entry["hashes"] = [f"sha256:{sha}"]
+    if is_sdist:
+        entry["hash_note"] = "no wheel for this platform: pip built it from this sdist"
+    return entry
+
+
+def requirements(probe: Probe, stack: Stack, fetch=fetch_json, workers: int = 8) -> list:
+    simple = os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL).rstrip("/")
+    items = sorted(probe.packages.items(), key=lambda kv: canonicalize_name(kv[0]))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda kv: pin(kv[0], kv[1], probe, stack, fetch, simple),
+                             items))
+
+
+def cert_summary(cert: dict | None) -> dict | None:
+    if not cert:
+        return None
+    host = cert.get("host") or {}
+    return {"image_id": cert.get("image_id"), "level": cert.get("level"),
+            "passed": bool(cert.get("passed")), "created": cert.get("created"),
+            "gpus": [g.get("name") for g in host.get("gpus") or []],
+            "driver": host.get("driver")}
+
+
+def certified_images(load_all=certs.load_all, exists=lambda _id: True):
+    """The newest certificate's image for each stack: ([image IDs], [(stack, why) skipped])."""
+    chosen, skipped, seen = [], [], set()
+    for cert in load_all():
+        name = (cert.get("stack") or {}).get("stack")
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        if exists(cert["image_id"]):
+            chosen.append(cert["image_id"])
+        else:
+            skipped.append((name, (f"its certified image {cert['image_id'][:19]} is no longer "
+                                  f"on this Docker daemon")))
+    return chosen, skipped
+
+
+def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
+               cert_for=certs.latest_for) -> tuple[str, dict]:
+    """(stack name, lock entry) for one image, by tag or ID."""
+    from .build import default_tag
+    from .certify import inspect_target
+    from .engine import image_or_none
+    t = inspect_target(c, ref)
+    img = c.images.get(t.image_id)
+    labels = (img.attrs.get("Config") or {}).get("Labels") or {}
+    st = t.stack
+    tag = ref if ref in t.tags else (default_tag(st) if default_tag(st) in t.tags
+                                      else (t.tags[0] if t.tags else None))
+    base_name = labels.get("org.opencontainers.image.base.name")
+    base_img = image_or_none(c, base_name) if base_name else None
+    p = probe(c, t.image_id)
+    return st.stack, {
+        "stack": st.to_json(),
+        "image": {"tag": tag, "id": t.image_id,
+                  "repo_digests": list(img.attrs.get("RepoDigests") or [])},
+        "base": {"reference": st.base.reference, "name": base_name,
+                 "id": base_img.id if base_img is not None else None},
+        "python": {"version": p.python, "tag": p.tags[0] if p.tags else None},
+        "requirements": requirements(p, st, fetch),
+        "certificate": cert_summary(cert_for(t.image_id)),
+    }
+
+
+# ---- the lock file ------------------------------------------------------------------------
+
+def _line_of(text: str, needle: str, start: int = 0) -> int | None:
+    i = text.find(needle, start)
+    return text.count("\n", 0, i) + 1 if i >= 0 else None
+
+
+def parse_lock(text: str, name: str) -> dict:
+    """A lock file's content, or InputError with file:line naming what is wrong."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not a valid lock file: {e.msg} (column {e.colno})", file=name,
+                         line=e.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError("a lock file must be a JSON object", file=name, line=1)
+    for key in ("lock_version", "created", "matrix_sha256", "stacks"):
+        if key not in data:
+            raise InputError(f"missing key {key!r}", file=name, line=1)
+    if data["lock_version"] != LOCK_VERSION:
+        raise InputError(f"lock_version {data['lock_version']!r} is not supported (this "
+                         f"envgen reads {LOCK_VERSION})", file=name,
+                         line=_line_of(text, '"lock_version"'))
+    if not isinstance(data["stacks"], dict):
+        raise InputError("'stacks' must be an object of stack name → entry", file=name,
+                         line=_line_of(text, '"stacks"'))
+    for stack, entry in data["stacks"].items():
+        line = _line_of(text, json.dumps(stack) + ":") or _line_of(text, '"stacks"')
+
+        def bad(what, line=line, stack=stack):
+            return InputError(f"stack {stack!r}: {what}", file=name, line=line)
+        if not isinstance(entry, dict):
+            raise bad("the entry must be an object")
+        for key, kind in (("stack", dict), ("image", dict), ("base", dict),
+                          ("requirements", list)):
+            if not isinstance(entry.get(key), kind):
+                raise bad(f"missing key {key!r}" if key not in entry else
+                          f"{key!r} must be a{'n object' if kind is dict else ' list'}")
+        for key in ("id", "tag"):
+            if key not in entry["image"]:
+                raise bad(f"missing key 'image.{key}'")
+        for i, req in enumerate(entry["requirements"]):
+            if not isinstance(req, dict) or not all(k in req for k in ("name", "version",
+                                                                      "hashes")):
+                raise bad(f"requirements[{i}] needs 'name', 'version' and 'hashes'")
+        try:
+            Stack.from_json(entry["stack"])
+        except KeyError as e:
+            raise bad(f"missing key 'stack.{e.args[0]}'") from None
+        except (TypeError, AttributeError, ValueError) as e:
+            raise bad(f"'stack' is not a resolved stack ({e})") from None
+    return data
+
+
+def read_lock(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such lock file (create one with `envgen lock`)",
+                         file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the lock file: {e}", file=str(path)) from None
+    return parse_lock(text, str(path))
+
+
+def write_lock(path: str | Path, entries: dict, matrix_sha256: str) -> dict:
+    """Merge `entries` into the lock at `path` under an exclusive lock; returns the result.
+    A malformed existing lock is an InputError, never overwritten."""
+    path = Path(path)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        with locked(path):
+            old = read_lock(path) if path.exists() else None
+            data = {"lock_version": LOCK_VERSION,
+                    "created": old["created"] if old else now, "updated": now,
+                    "matrix_sha256": matrix_sha256,
+                    "stacks": dict(sorted({**(old["stacks"] if old else {}),
+                                           **entries}.items()))}
+            write_atomic(path, json.dumps(data, indent=2) + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write the lock file: {e.strerror or e}",
+                         file=str(path)) from None
+    return data

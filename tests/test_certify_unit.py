@@ -1,0 +1,225 @@
+"""Certification logic with the Docker daemon and the GPU faked. The real paths run in
+test_docker_real.py (CPU, CI) and bench/gpu/run.sh (GPU, recorded in docs/certification.md)."""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from envgen import gpu_access
+from envgen.certify import certify
+from envgen.errors import CheckFailed, EnvironmentMissing, InputError
+from envgen.host import HostGpus, parse_query
+from envgen.matrix import load_matrix
+from envgen.resolve import Host, resolve
+from envgen.spec import parse_spec
+
+H200_SMI = "0, NVIDIA H200, GPU-1, 9.0, 143771, 0, 0, 580.159.04\n" \
+           "1, NVIDIA H200, GPU-2, 9.0, 143771, 0, 0, 580.159.04\n"
+OLD_SMI = "0, NVIDIA GeForce RTX 4090, GPU-1, 8.9, 24564, 0, 0, 535.104.05\n"
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix()
+
+
+def _stack(matrix, text):
+    return resolve(matrix, parse_spec(text, matrix), Host())
+
+
+def _tar(data: bytes):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("torch_smoke.py")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    return [buf.getvalue()]
+
+
+class FakeContainer:
+    def __init__(self, report, exit_code=0, hang=False, payload=b"print()"):
+        self.report, self.exit_code, self.hang, self.payload = report, exit_code, hang, payload
+        self.removed = self.killed = self.started = False
+
+    def get_archive(self, path):
+        if self.payload is None:
+            raise RuntimeError("no such file")
+        return _tar(self.payload), {}
+
+    def start(self):
+        self.started = True
+
+    def wait(self, timeout=None):
+        if self.hang:
+            raise TimeoutError("Read timed out")
+        return {"StatusCode": self.exit_code}
+
+    def kill(self):
+        self.killed = True
+
+    def logs(self, stdout=True, stderr=False):
+        if stdout:
+            return (json.dumps(self.report) + "\n").encode() if self.report else b""
+        return b"Traceback: boom\n"
+
+    def remove(self, force=False):
+        self.removed = True
+
+
+class FakeImage:
+    def __init__(self, stack, env=None, user="envgen"):
+        self.id = "sha256:" + "ab" * 32
+        self.tags = ["envgen/test:1"]
+        labels = {"io.envgen.stack": json.dumps(stack.to_json())} if stack else {}
+        self.attrs = {"Config": {"Labels": labels, "Env": [f"{k}={v}" for k, v in
+                                                            (env or {}).items()],
+                                 "User": user}}
+
+
+class FakeClient:
+    def __init__(self, image, container, runtimes=("runc",)):
+        self.image, self.container, self.runtimes = image, container, runtimes
+        self.create_kwargs = None
+        self.images = self
+        self.containers = self
+
+    def get(self, ref):
+        import docker
+        if self.image is None:
+            raise docker.errors.ImageNotFound("nope")
+        return self.image
+
+    def create(self, image, **kw):
+        self.create_kwargs = kw
+        return self.container
+
+    def info(self):
+        return {"Runtimes": {r: {} for r in self.runtimes}, "ServerVersion": "20.10.24"}
+
+
+def _report(level="cpu", passed=True):
+    return {"level": level, "passed": passed, "checks": [{"name": "train", "passed": passed}],
+            "versions": {}, "device": {}, "metrics": {}}
+
+
+def test_cpu_certificate_records_image_stack_payload_hash_and_host(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(st, {"NVIDIA_REQUIRE_CUDA": st.require_cuda}),
+                   FakeContainer(_report()))
+    cert = certify(c, "envgen/test:1", HostGpus(None, ()), gpus="auto", matrix=matrix)
+    assert cert["passed"] and cert["level"] == "cpu"
+    assert cert["image_id"].startswith("sha256:")
+    assert cert["stack"]["stack"] == "pytorch-cu121"
+    assert len(cert["payload"]["sha256"]) == 64
+    kw = c.create_kwargs
+    assert kw["network_mode"] == "none" and kw["user"] == "envgen"
+    assert kw["cap_drop"] == ["ALL"] and "--require" in kw["command"]
+    assert kw["command"][kw["command"].index("--require") + 1] == "cpu"
+    assert c.container.removed
+
+
+def test_gpu_requested_on_a_host_without_gpus_is_exit_3(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(st), FakeContainer(_report()))
+    with pytest.raises(EnvironmentMissing) as e:
+        certify(c, "x", HostGpus(None, (), "nvidia-smi not found"), gpus="all", matrix=matrix)
+    assert e.value.exit_code == 3
+
+
+def test_toolkit_host_gets_a_device_request_and_require_cuda_level(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(st, {"NVIDIA_REQUIRE_CUDA": st.require_cuda}),
+                   FakeContainer(_report("cuda")), runtimes=("runc", "nvidia"))
+    cert = certify(c, "x", parse_query(H200_SMI), gpus="0", matrix=matrix)
+    req = c.create_kwargs["device_requests"][0]
+    assert req["DeviceIDs"] == ["0"] and cert["host"]["gpu_access"] == "toolkit"
+    assert c.create_kwargs["command"][c.create_kwargs["command"].index("--require") + 1] \
+        == "cuda"
+
+
+def test_cdi_mode_names_cdi_devices():
+    plan = gpu_access.plan([0, 1], "cdi", {})
+    assert plan.run_kwargs["device_requests"][0]["DeviceIDs"] == ["nvidia.com/gpu=0",
+                                                                  "nvidia.com/gpu=1"]
+
+
+def test_old_driver_is_refused_before_the_container_starts(matrix):
+    st = _stack(matrix, "pytorch-cu130")
+    c = FakeClient(FakeImage(st, {"NVIDIA_REQUIRE_CUDA": st.require_cuda}),
+                   FakeContainer(_report("cuda")), runtimes=("nvidia",))
+    with pytest.raises(CheckFailed, match="cuda>=13.0"):
+        certify(c, "x", parse_query(OLD_SMI), gpus="all", matrix=matrix)
+    assert not c.container.started
+
+
+def test_gpu_without_kernels_in_the_wheel_is_refused(matrix):
+    st = _stack(matrix, "torch==2.6.0")          # cu124: no sm_120 kernels
+    smi = "0, NVIDIA GeForce RTX 5090, GPU-1, 12.0, 32607, 0, 0, 580.95.05\n"
+    c = FakeClient(FakeImage(st, {"NVIDIA_REQUIRE_CUDA": st.require_cuda}),
+                   FakeContainer(_report("cuda")), runtimes=("nvidia",))
+    with pytest.raises(CheckFailed, match="no kernel image"):
+        certify(c, "x", parse_query(smi), gpus="all", matrix=matrix)
+
+
+def test_failed_report_gives_a_failed_certificate(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(st), FakeContainer(_report(passed=False), exit_code=1))
+    cert = certify(c, "x", HostGpus(None, ()), gpus="none", matrix=matrix)
+    assert cert["passed"] is False and cert["exit_code"] == 1
+
+
+def test_hanging_payload_is_killed_and_removed(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    ct = FakeContainer(None, hang=True)
+    with pytest.raises(CheckFailed, match="did not finish"):
+        certify(FakeClient(FakeImage(st), ct), "x", HostGpus(None, ()), gpus="none",
+                timeout=5, matrix=matrix)
+    assert ct.killed and ct.removed
+
+
+def test_image_without_payload_is_a_clear_error_and_removed(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    ct = FakeContainer(_report(), payload=None)
+    with pytest.raises(CheckFailed, match="no smoke payload"):
+        certify(FakeClient(FakeImage(st), ct), "x", HostGpus(None, ()), gpus="none",
+                matrix=matrix)
+    assert ct.removed and not ct.started
+
+
+def test_image_not_built_by_envgen_is_bad_input(matrix):
+    with pytest.raises(InputError, match="io.envgen.stack"):
+        certify(FakeClient(FakeImage(None), FakeContainer(_report())), "x",
+                HostGpus(None, ()), gpus="none", matrix=matrix)
+
+
+def test_root_image_runs_as_nobody(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(st, user=""), FakeContainer(_report()))
+    certify(c, "x", HostGpus(None, ()), gpus="none", matrix=matrix)
+    assert c.create_kwargs["user"] == "65534:65534"
+
+
+def test_interrupt_still_removes_the_container(matrix):
+    st = _stack(matrix, "pytorch-cu121")
+
+    class Interrupted(FakeContainer):
+        def wait(self, timeout=None):
+            raise KeyboardInterrupt
+
+    ct = Interrupted(_report())
+    with pytest.raises(KeyboardInterrupt):
+        certify(FakeClient(FakeImage(st), ct), "x", HostGpus(None, ()), gpus="none",
+                matrix=matrix)
+    assert ct.removed
+
+
+def test_gpu_list_out_of_range_is_exit_3():
+    with pytest.raises(EnvironmentMissing):
+        gpu_access.parse_gpus("0,3", 2)
+    with pytest.raises(InputError):
+        gpu_access.parse_gpus("zero", 2)
+    assert gpu_access.parse_gpus("none", 2) is None
+    assert gpu_access.parse_gpus("all", 2) == [0, 1]

@@ -1,0 +1,271 @@
+"""envgen diff: drivers, fleets and matrix revisions (pure logic; no Docker)."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envgen import diff as d
+from envgen.cli import main
+from envgen.errors import InputError, MatrixError
+from envgen.matrix import load_matrix
+from envgen.matrix.yamlfile import load_text
+
+REPO = Path(__file__).resolve().parents[1]
+MINI = REPO / "tests" / "fixtures" / "mini.yaml"
+FLEET = REPO / "examples" / "fleet.yaml"
+
+R525, R535, R550, R570, R580 = ("525.147.05", "535.274.02", "550.163.01", "570.195.03",
+                                "580.95.05")
+
+
+@pytest.fixture(scope="module")
+def m():
+    return load_matrix()
+
+
+@pytest.fixture(scope="module")
+def stacks(m):
+    return d.resolve_all(m)
+
+
+def run_json(capsys, *argv):
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+# ---- one driver, one GPU -------------------------------------------------------------------
+
+def test_driver_upgrade_535_to_580_on_rtx4090_starts_cu130(m, stacks):
+    r = d.driver_diff(m, R535, R580, m.gpu("RTX 4090"), stacks)
+    assert r["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert r["stop_working"] == []
+    assert r["summary"].startswith("R535 → R580 on RTX 4090: pytorch-cu130, pytorch-cu132 "
+                                   "start working; none stop")
+    assert r["stacks"]["pytorch-cu130"]["old"]["runs"] is False
+    assert r["stacks"]["pytorch-cu130"]["new"]["runs"] is True
+
+
+def test_driver_downgrade_580_to_535_on_rtx4090_stops_cu130(m, stacks):
+    r = d.driver_diff(m, R580, R535, m.gpu("RTX 4090"), stacks)
+    assert r["stop_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert r["start_working"] == []
+
+
+def test_r525_runs_cu121_only_through_minor_version_compat_with_ptx_caveat(m, stacks):
+    v = d.verdict(m, stacks["pytorch-cu121"], R525, m.gpu("RTX 4090"))
+    assert v["runs"] and v["how"] == "minor-version compatibility"
+    assert "PTX JIT fails" in v["caveat"]
+
+
+def test_r535_runs_cu130_on_h100_through_forward_compat_but_not_on_rtx4090(m, stacks):
+    h100 = d.verdict(m, stacks["pytorch-cu130"], R535, m.gpu("H100"))
+    assert h100["runs"] and h100["how"] == "forward compatibility"
+    assert "data-center" in h100["caveat"]
+    rtx = d.verdict(m, stacks["pytorch-cu130"], R535, m.gpu("RTX 4090"))
+    assert not rtx["runs"] and "geforce" in rtx["why"]
+
+
+def test_r550_forward_compat_reaches_cu130_but_not_cu132_on_h200(m, stacks):
+    h200 = m.gpu("H200")
+    assert d.verdict(m, stacks["pytorch-cu130"], R550, h200)["how"] == "forward compatibility"
+    assert not d.verdict(m, stacks["pytorch-cu132"], R550, h200)["runs"]
+
+
+def test_rtx5090_cannot_run_cu126_for_lack_of_sm120_kernels(m, stacks):
+    v = d.verdict(m, stacks["pytorch-cu126"], R570, m.gpu("RTX 5090"))
+    assert not v["runs"] and "no kernels for compute capability 12.0" in v["why"]
+    assert d.verdict(m, stacks["pytorch-cu128"], R570, m.gpu("RTX 5090"))["runs"]
+
+
+def test_a100_on_r570_runs_cu128_natively(m, stacks):
+    v = d.verdict(m, stacks["pytorch-cu128"], R570, m.gpu("A100"))
+    assert v["runs"] and v["how"] == "native" and v["caveat"] is None
+
+
+def test_cpu_stack_runs_on_any_driver(m, stacks):
+    assert d.verdict(m, stacks["pytorch-cpu"], R525)["how"] == "cpu"
+
+
+def test_driver_range_must_be_old_dot_dot_new():
+    assert d.parse_driver_range(f"{R535}..{R580}") == (R535, R580)
+    for bad in ("535.274.02", "535..abc", "..580.95.05", "535.274.02...580"):
+        with pytest.raises(InputError):
+            d.parse_driver_range(bad)
+
+
+def test_cli_driver_diff_json_lists_start_and_stop_working(capsys):
+    code, out = run_json(capsys, "diff", "--driver", f"{R535}..{R580}", "--gpu", "RTX 4090")
+    assert code == 0
+    r = out["driver"]
+    assert r["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert r["stop_working"] == []
+    assert set(r["stacks"]["pytorch-cu121"]) == {"old", "new"}
+
+
+def test_cli_driver_diff_human_table_has_summary(capsys):
+    assert main(["diff", "--driver", f"{R535}..{R580}", "--gpu", "RTX 4090"]) == 0
+    out = capsys.readouterr().out
+    assert "R535 → R580 on RTX 4090: pytorch-cu130, pytorch-cu132 start working" in out
+
+
+@pytest.mark.parametrize("argv", [["diff"], ["diff", "--driver", "535"],
+                                  ["diff", "--driver", f"{R535}..{R580}", "--gpu", "GTX 9999"],
+                                  ["diff", "only-old"]])
+def test_cli_diff_bad_usage_is_exit_2_without_traceback(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("envgen: error:") and "Traceback" not in err
+
+
+# ---- fleets --------------------------------------------------------------------------------
+
+def test_example_fleet_covers_the_driver_branches_and_gpus(m):
+    hosts = d.parse_fleet(load_text(FLEET.read_text(), str(FLEET)), str(FLEET), m)
+    assert {d.branch(h.driver) for h in hosts} == {"R525", "R535", "R550", "R570", "R580"}
+    gpus = {g.name for h in hosts for g in h.gpus}
+    assert {"RTX 4090", "RTX 5090", "A100", "H100", "L4", "H200"} <= gpus
+
+
+def test_fleet_upgrade_plan_moves_only_hosts_on_the_old_branch(m, stacks):
+    hosts = d.parse_fleet(load_text(FLEET.read_text(), str(FLEET)), str(FLEET), m)
+    r = d.fleet_report(m, hosts, (R535, R580), stacks)
+    by = {h["name"]: h for h in r["hosts"]}
+    assert by["ws-rtx4090-01"]["moves_to"] == R580
+    assert by["ws-rtx4090-01"]["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    # the H100 already ran cu130 on R535 through forward compatibility
+    assert by["dgx-h100-01"]["start_working"] == ["pytorch-cu132"]
+    assert by["hgx-h200-01"]["moves_to"] is None
+    assert "pytorch-cu132" in by["hgx-h200-01"]["runs"]
+    assert "pytorch-cu126" not in by["ws-rtx5090-02"]["runs"]
+
+
+def test_fleet_without_driver_says_what_runs_on_each_host(m, stacks):
+    hosts = d.parse_fleet(load_text(FLEET.read_text(), str(FLEET)), str(FLEET), m)
+    r = d.fleet_report(m, hosts, None, stacks)
+    legacy = next(h for h in r["hosts"] if h["name"] == "legacy-a100-01")
+    assert "pytorch-cu121" in legacy["runs"] and "pytorch-cu130" not in legacy["runs"]
+
+
+def test_mixed_gpu_host_runs_a_stack_only_if_every_gpu_can(m, stacks):
+    doc = load_text('hosts:\n  - {name: mixed, driver: "570.195.03", '
+                    'gpus: ["A100", "RTX 5090"]}\n', "f.yaml")
+    r = d.fleet_report(m, d.parse_fleet(doc, "f.yaml", m), None, stacks)
+    row = r["hosts"][0]["stacks"]["pytorch-cu126"]["now"]
+    assert not row["runs"] and row["why"].startswith("RTX 5090:")
+
+
+def test_cli_fleet_json_reports_per_host(capsys):
+    code, out = run_json(capsys, "diff", "--driver", f"{R535}..{R580}", "--fleet", str(FLEET))
+    assert code == 0 and "driver" not in out     # the fleet's own GPUs decide
+    names = [h["name"] for h in out["fleet"]["hosts"]]
+    assert "ws-rtx4090-01" in names
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ('hosts:\n  - name: a\n    driver: 535.104\n    gpus: [H100]\n', 3, "quote it"),
+    ('hosts:\n  - name: a\n    driver: "535.104.05"\n    gpus: [H100, Foo]\n', 4,
+     "'Foo' is not a GPU"),
+    ('hosts:\n  - name: a\n    driver: "535.104.05"\n    gpus: [H100]\n    rack: 3\n', 5,
+     "unknown key 'rack'"),
+    ('hosts:\n  - &h {name: a, driver: "535.104.05", gpus: [H100]}\n  - *h\n', 2,
+     "anchors are not allowed"),
+    (('hosts:\n  - {name: a, driver: "535.104.05", gpus: [H100]}\n'
+     '  - {name: a, driver: "535.104.05", gpus: [H100]}\n'), 3, "listed twice"),
+    ('hosts: {a: 1}\n', 1, "list `hosts:`"),
+    ('hosts:\n  - name: a\n    driver: "535.104.05"\n    gpus: []\n', 4, "non-empty list"),
+])
+def test_bad_fleet_file_is_exit_2_with_file_and_line(tmp_path, capsys, text, line, words):
+    f = tmp_path / "fleet.yaml"
+    f.write_text(text)
+    assert main(["diff", "--fleet", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:{line}:" in err and words in err and "Traceback" not in err
+
+
+def test_bad_fleet_collects_every_problem(m):
+    doc = load_text('hosts:\n  - name: a\n    driver: 535.104\n    gpus: [Foo]\n', "f.yaml")
+    with pytest.raises(MatrixError) as e:
+        d.parse_fleet(doc, "f.yaml", m)
+    assert [p.line for p in e.value.problems] == [3, 4]
+
+
+# ---- two matrices --------------------------------------------------------------------------
+
+def _two_minis(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    text = MINI.read_text()
+    (old / "mini.yaml").write_text(text)
+    changed = text.replace('companions: {torchvision: "0.22.1"}',
+                           'companions: {torchvision: "0.22.2"}')
+    changed = "\n".join(line for line in changed.splitlines() if "name: cu118" not in line)
+    assert changed != text
+    (new / "mini.yaml").write_text(changed + "\n")
+    return old, new
+
+
+def test_matrix_diff_names_removed_and_changed_stacks_package_by_package(tmp_path):
+    old, new = _two_minis(tmp_path)
+    r = d.matrix_diff(load_matrix(old), load_matrix(new))
+    assert r["removed"] == ["pytorch-cu118"] and r["added"] == []
+    ch = {c["stack"]: c for c in r["changed"]}
+    assert ch["pytorch-cu126"]["packages"]["changed"] == {"torchvision": ["0.22.1", "0.22.2"]}
+    assert "pytorch-cu121" in r["unchanged"]
+
+
+def test_matrix_diff_the_other_way_reports_added(tmp_path):
+    old, new = _two_minis(tmp_path)
+    r = d.matrix_diff(load_matrix(new), load_matrix(old))
+    assert r["added"] == ["pytorch-cu118"] and r["removed"] == []
+
+
+def test_matrix_diff_compares_stack_fields(tmp_path):
+    old, new = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    text = MINI.read_text()
+    old.write_text(text)
+    new.write_text(text.replace('nccl: "2.26.2", compute_capabilities: ["7.5", "8.0", "8.6", '
+                                '"9.0", "10.0", "12.0"], ptx: "12.0", sources: [pytorch-cu128]'
+                                ', packages: {}',
+                                'nccl: "2.27.7", compute_capabilities: ["7.5", "8.0", "8.6", '
+                                '"9.0", "10.0", "12.0"], ptx: "12.0", sources: [pytorch-cu128]'
+                                ', packages: {}'))
+    r = d.matrix_diff(load_matrix(old), load_matrix(new))
+    fields = {f["field"]: (f["old"], f["new"]) for c in r["changed"] for f in c["fields"]}
+    assert fields["nccl"] == ("2.26.2", "2.27.7")
+
+
+def _git(cwd, *argv):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.test", *argv],
+                   cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_diff_between_two_git_revisions_of_matrices(tmp_path, monkeypatch, capsys):
+    old, new = _two_minis(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "matrices").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    shutil.copy(old / "mini.yaml", repo / "matrices" / "mini.yaml")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "old")
+    shutil.copy(new / "mini.yaml", repo / "matrices" / "mini.yaml")
+    _git(repo, "commit", "-q", "-am", "new")
+    monkeypatch.chdir(repo)
+    code, out = run_json(capsys, "diff", "HEAD~1", "HEAD")
+    assert code == 0 and out["matrix"]["removed"] == ["pytorch-cu118"]
+    code, out = run_json(capsys, "diff", "HEAD~1:matrices/mini.yaml", "matrices")
+    assert code == 0 and out["matrix"]["removed"] == ["pytorch-cu118"]
+    assert main(["diff", "no-such-rev", "HEAD"]) == 2
+    assert "neither a matrix file or folder nor a git revision" in capsys.readouterr().err
+
+
+def test_matrix_diff_with_driver_uses_the_new_matrix(tmp_path, capsys):
+    old, new = _two_minis(tmp_path)
+    code, out = run_json(capsys, "diff", str(old), str(new), "--driver", f"{R535}..{R580}",
+                         "--gpu", "RTX 4090")
+    assert code == 0
+    assert "pytorch-cu118" not in out["driver"]["stacks"]
+    assert out["driver"]["start_working"] == ["pytorch-cu130"]

@@ -1,0 +1,191 @@
+"""Golden files for `envgen render` of every stack in the bundled matrix, plus host-constrained
+renders. After an intended change, refresh them and review the diff:
+
+    ENVGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_render_golden.py
+
+The matrix sha256 (it changes with every matrix edit) is replaced by `<matrix-sha256>`."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from envgen.cli import main
+from envgen.matrix import load_matrix
+from envgen.render.views import requirement
+
+GOLDEN = Path(__file__).parent / "golden"
+FILES = ("Dockerfile", "requirements.txt", "environment.yml")
+UPDATE = os.environ.get("ENVGEN_UPDATE_GOLDEN") == "1"
+MATRIX = load_matrix()
+
+# golden folder name -> render arguments after the spec
+CONSTRAINED = {
+    "pytorch-cu130--driver-535.274.02--gpu-H100":
+        ["pytorch-cu130", "--driver", "535.274.02", "--gpu", "H100"],
+    "torch==2.3.1--driver-520.61.05": ["torch==2.3.1", "--driver", "520.61.05"],
+    "pytorch-cu121,python=3.10": ["pytorch-cu121,python=3.10"],
+    "torch--gpu-RTX-5090": ["torch", "--gpu", "RTX 5090"],
+    "pytorch-cu121--sources-index": ["pytorch-cu121", "--sources", "index"],
+}
+CASES = {**{name: [name] for name in MATRIX.stack_names()}, **CONSTRAINED}
+
+
+def _normalise(text: str) -> str:
+    return text.replace(MATRIX.sha256, "<matrix-sha256>")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, Path]:
+    """Each case rendered once through the CLI into its own folder."""
+    out = {}
+    root = tmp_path_factory.mktemp("render")
+    for i, (name, argv) in enumerate(CASES.items()):
+        d = root / str(i)
+        rc = main(["render", *argv, "-o", str(d)])
+        assert rc == 0, f"render {shlex.join(argv)} failed"
+        out[name] = d
+    return out
+
+
+def test_every_stack_in_matrix_list_has_a_golden_case():
+    assert set(MATRIX.stack_names()) <= set(CASES)
+    assert len(MATRIX.stack_names()) >= 7
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("filename", FILES)
+def test_render_matches_golden(rendered, name, filename):
+    got = _normalise((rendered[name] / filename).read_text())
+    golden = GOLDEN / name / filename
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(got)
+    assert golden.is_file(), f"no golden file {golden}: run ENVGEN_UPDATE_GOLDEN=1 ..."
+    assert got == golden.read_text(), f"{golden} differs (refresh with ENVGEN_UPDATE_GOLDEN=1 " \
+                                      f"and review the diff)"
+
+
+def test_no_stale_golden_folders():
+    if UPDATE:
+        pytest.skip("updating")
+    assert {p.name for p in GOLDEN.iterdir() if p.is_dir()} == set(CASES)
+
+
+# ---- properties every rendered Dockerfile must have ---------------------------------------
+
+def instructions(dockerfile: str) -> list[tuple[str, str]]:
+    """(KEYWORD, arguments) per instruction, continuation lines joined, comments dropped."""
+    out, buf = [], ""
+    for line in dockerfile.splitlines():
+        if not buf and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        buf += line
+        keyword, _, rest = buf.strip().partition(" ")
+        out.append((keyword.upper(), rest.strip()))
+        buf = ""
+    return out
+
+
+def pip_args(run: str) -> list[str]:
+    """The requirement arguments of the `pip install` in a RUN, options dropped."""
+    words = shlex.split(run[run.index("pip install") + len("pip install"):])
+    args, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in ("-r", "--requirement", "-c", "--constraint", "-e", "--editable"):
+            raise AssertionError(f"pip {w} installs what the Dockerfile does not pin: {run}")
+        elif w in ("--index-url", "--extra-index-url", "-i", "--progress-bar"):
+            skip = True
+        elif not w.startswith("-"):
+            args.append(w)
+    return args
+
+
+SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|NETRC|API_KEY|CREDENTIAL", re.IGNORECASE)
+SECRET_FILE = re.compile(r"\.pem\b|\.crt\b|\.key\b|netrc|pypirc|secret|token|id_rsa|"
+                         r"ca-bundle|ca-certificates|\bca\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rendered_dockerfile_is_safe_pinned_and_cache_ordered(rendered, name):
+    d = rendered[name]
+    text = (d / "Dockerfile").read_text()
+    stack = json.loads((d / "stack.json").read_text())
+    ins = instructions(text)
+    keywords = [k for k, _ in ins]
+
+    assert not re.search(r"(?im)^#\s*syntax\s*=", text), "no `# syntax=` line"
+    assert keywords[0] == "FROM" and keywords.count("FROM") == 1
+    base = ins[0][1]
+    assert base.startswith(stack["base"]["image"]) and " " not in base
+    if stack["base"]["digest"]:
+        assert base.endswith("@" + stack["base"]["digest"]), "pinned by digest when known"
+
+    users = [a for k, a in ins if k == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0"), "runs as non-root"
+
+    for k, a in ins:
+        if k == "COPY":
+            assert not SECRET_FILE.search(a), f"COPY of a secret-looking file: {a}"
+        if k in ("ENV", "ARG"):
+            names = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=", a) or [a.split()[0]]
+            assert not any(SECRET_NAME.search(n) for n in names), f"{k} {a}"
+
+    # Every pip argument is the matrix's pin: `==` or the specifier the wheel states.
+    pins = {n: v for n, v in stack["packages"].items()
+            if n not in stack["base"]["provides"]}
+    layers = []
+    for k, a in ins:
+        if k == "RUN" and "pip install" in a:
+            args = pip_args(a)
+            assert args, a
+            for arg in args:
+                pkg = re.split(r"[<>=!~]", arg, maxsplit=1)[0]
+                assert pkg in pins, f"{arg} is not in the stack's packages"
+                assert arg == requirement(pkg, pins[pkg]), arg
+                assert "==" in arg or pins[pkg][:1] in "<>=!~", f"{arg} is not pinned"
+            pkgs = {re.split(r"[<>=!~]", x, maxsplit=1)[0] for x in args}
+            if pkgs == {stack["framework"]["package"]}:
+                layers.append("framework")
+            elif all(p.startswith("nvidia-") or p in ("cuda-toolkit", "triton")
+                     for p in pkgs):
+                layers.append("cuda")
+            else:
+                layers.append("companions")
+    installed = {re.split(r"[<>=!~]", x, maxsplit=1)[0]
+                 for k, a in ins if k == "RUN" and "pip install" in a for x in pip_args(a)}
+    assert installed == set(pins), "every package of the stack is installed, nothing else"
+
+    order = ["cuda", "framework", "companions"]
+    assert layers == sorted(layers, key=order.index), f"layer order {layers}"
+    assert len(set(layers)) == len(layers)
+    copy_at = next(i for i, (k, a) in enumerate(ins)
+                   if k == "COPY" and f"{stack['smoke']}_smoke.py" in a)
+    last_pip = max(i for i, (k, a) in enumerate(ins) if k == "RUN" and "pip install" in a)
+    assert last_pip < copy_at, "the payload COPY comes after every pip layer"
+    assert keywords.index("USER") < copy_at < len(keywords) - 1
+
+
+def test_forward_compat_render_uses_a_cuda_compat_base(rendered):
+    d = rendered["pytorch-cu130--driver-535.274.02--gpu-H100"]
+    stack = json.loads((d / "stack.json").read_text())
+    assert stack["forward_compat"] is True and stack["base"]["cuda_compat"] is True
+    text = (d / "Dockerfile").read_text()
+    assert "/usr/local/cuda/compat" in text
+    assert "brand=tesla,driver>=535,driver<536" in text
+
+
+def test_index_render_names_the_index_everywhere(rendered):
+    d = rendered["torch==2.3.1--driver-520.61.05"]
+    assert "--index-url https://download.pytorch.org/whl/cu118" in (d / "Dockerfile").read_text()
+    assert "--index-url https://download.pytorch.org/whl/cu118" in \
+        (d / "requirements.txt").read_text()
