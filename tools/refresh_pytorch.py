@@ -286,9 +286,28 @@ def exact_pin(req: Requirement) -> str | None:
 # --------------------------------------------------------------------------- facts
 
 def pin_text(req: Requirement) -> str:
-    """'9.1.0.70' for an exact pin, else the specifier itself ('==13.0.96.*', '>=1,<=2')."""
+    """An exact version: the wheel's own exact pin, or, for a wildcard or range the wheel
+    states ('==13.0.96.*', '>=13.0.88,<14'), the newest release on PyPI inside it that has a
+    Linux x86_64 wheel (what pip would install today), so the matrix pins exactly."""
     pin = exact_pin(req)
-    return pin if pin is not None and "*" not in pin else str(req.specifier)
+    if pin is not None and "*" not in pin:
+        return pin
+    return newest_matching(req.name.lower(), req.specifier)
+
+
+def newest_matching(project: str, specifier) -> str:
+    idx = simple_index(project, refresh=False)
+    versions = set()
+    for f in idx["files"]:
+        if f.get("yanked") or not f["filename"].endswith(".whl"):
+            continue
+        _, ver, _, tags = parse_wheel_filename(f["filename"])
+        if any(is_linux_x86_64(t) or t.platform == "any" for t in tags):
+            versions.add(ver)
+    ok = [v for v in versions if specifier.contains(v, prereleases=False)]
+    if not ok:
+        raise RefreshError(f"{project}{specifier}: no Linux x86_64 wheel on PyPI satisfies it")
+    return str(max(ok))
 
 
 def cuda_toolkit_pins(version: str, extras: set[str]) -> dict[str, str]:
@@ -330,7 +349,7 @@ def nvidia_facts(reqs: list[Requirement], what: str, quiet: bool = False) -> dic
                 packages.setdefault(k, v)
         elif name.startswith("nvidia-"):
             if exact_pin(r) is None and not quiet:
-                warn(f"{what}: {r} is not an exact pin; recorded as a specifier")
+                warn(f"{what}: {r} is not an exact pin; pinned to the newest wheel inside it")
             packages[name] = pin_text(r)
 
     def find(stem: str) -> str | None:

@@ -1,1 +1,1 @@
-"""In-container smoke-training payloads that envgen copies into images (standard library + framework only)."""
+"""In-container smoke-training payloads envgen copies into images (stdlib + framework only)."""
