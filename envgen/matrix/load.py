@@ -213,6 +213,13 @@ def _cross_check(m: Matrix, problems: list) -> None:
                 _problem(problems, r, f"{where}: unknown CUDA release {v.cuda!r}")
             elif "cu" + "".join(v.cuda.split(".")[:2]) != v.name:
                 _problem(problems, r, f"{where}: variant name does not match CUDA {v.cuda}")
+            else:
+                can = set(m.cuda_release(v.cuda).compute_capabilities)
+                extra = [cc for cc in (*v.compute_capabilities, *([v.ptx] if v.ptx else []))
+                         if can and cc not in can]
+                if extra:
+                    _problem(problems, r, f"{where}: CUDA {v.cuda} cannot build for compute "
+                                          f"capability {', '.join(extra)}")
             for lib_name in ("cudnn", "nccl"):
                 ver = getattr(v, lib_name)
                 if ver and (lib_name, ver) not in libs:
