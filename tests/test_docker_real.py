@@ -112,3 +112,33 @@ def test_gpu_certification_on_a_host_without_gpu_is_exit_3(built, home):
         pytest.skip("this host has nvidia-smi")
     r = envgen("certify", TAG, "--gpus", "all", env={"ENVGEN_HOME": home})
     assert r.returncode == 3 and "GPU" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_classic_builder_fallback_builds_on_a_framework_base(built, tmp_path, home):
+    """The SDK's classic builder (no BuildKit) for real: a framework-in-the-base stack, whose
+    Dockerfile installs nothing, on the image the BuildKit test just built."""
+    base_tag = "envgen-test/fw-base:torch-2.4.1"
+    assert docker("tag", TAG, base_tag).returncode == 0
+    overlay = tmp_path / "matrix"
+    overlay.mkdir()
+    for f in (ROOT / "matrices").glob("*.yaml"):
+        (overlay / f.name).write_text(f.read_text())
+    (overlay / "bases-test.yaml").write_text(
+        "bases:\n  - name: fw-test\n    kind: framework\n"
+        f"    image: {base_tag}\n    python: \"3.11\"\n    os: debian12\n"
+        "    provides: {torch: \"2.4.1\"}\n"
+        "    source: https://github.com/envgen/envgen/blob/main/tests/test_docker_real.py\n")
+    tag = "envgen-test/classic:ci"
+    try:
+        r = envgen("--matrix", str(overlay), "build", "torch==2.4.1,base=fw-test",
+                   "--builder", "classic", "--tag", tag, "--certify", "--gpus", "none",
+                   "--json", env={"ENVGEN_HOME": home})
+        assert r.returncode == 0, r.stderr[-1500:]
+        out = json.loads(r.stdout)
+        assert out["builder"] == "docker SDK classic builder"
+        assert out["certificate"]["passed"] and out["certificate"]["level"] == "cpu"
+        cfg = json.loads(docker("image", "inspect", tag).stdout)[0]["Config"]
+        assert cfg["User"] == "envgen"
+    finally:
+        docker("rmi", tag)
+        docker("rmi", base_tag)
