@@ -52,7 +52,6 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     tag = tag or default_tag(stack)
     started = time.monotonic()
     base_ref = ensure_base(c, stack.base, progress)
-    stack = stack.replace(base=stack.base) if base_ref == stack.base.reference else stack
     cli = engine.buildkit_cli() if builder in ("auto", "buildkit") else None
     if builder == "buildkit" and cli is None:
         raise EnvironmentMissing("no docker CLI that can use BuildKit (docker buildx, or a "

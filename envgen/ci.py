@@ -50,6 +50,9 @@ def github_workflow(specs: list[str], version: str = __version__) -> str:
                 "runs-on": "ubuntu-latest",
                 "strategy": {"fail-fast": False, "matrix": stacks},
                 "steps": [*_setup(version),
+                          {"name": "mmdebstrap (envgen's local Debian bases)",
+                           "run": "sudo apt-get update -q && sudo apt-get install -y -q "
+                                  "mmdebstrap"},
                           {"name": "Build and certify on the CPU",
                            "run": f'envgen build "{each}" --certify --gpus none --json'}],
             },
