@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 ENVGEN := .venv/bin/envgen
 
-.PHONY: bootstrap demo test test-unit test-docker bench golden clean
+.PHONY: bootstrap demo test test-unit test-docker bench bench-all golden clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -21,6 +21,9 @@ test-docker: bootstrap
 
 bench: bootstrap
 	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md
+
+bench-all: bootstrap
+	$(PY) bench/build_all.py
 
 golden:
 	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py
