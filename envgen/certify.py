@@ -14,7 +14,7 @@ from . import __version__, gpu_access, require_cuda
 from .compat import driver_cuda, kernels_for
 from .errors import CheckFailed, EnvironmentMissing, InputError
 from .host import HostGpus
-from .model import Stack, Variant
+from .model import Stack
 from .render.views import PAYLOAD_DIR
 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -67,9 +67,7 @@ def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
         raise CheckFailed(f"this host cannot run {target.stack.stack}: {d.why}")
     notes.append(f"NVIDIA_REQUIRE_*: {d.why}")
     if st.cuda and gpu.cc:
-        v = Variant(name=st.variant, cuda=st.cuda, cudnn=None, nccl=None,
-                    compute_capabilities=st.compute_capabilities, ptx=st.ptx, sources=())
-        k = kernels_for(v, gpu.cc)
+        k = kernels_for(st.as_variant(), gpu.cc)
         if not k.ok:
             raise CheckFailed(f"the {gpu.name} cannot run {st.stack}: {k.why}")
         notes.append(k.why)

@@ -105,15 +105,15 @@ def cmd_render(args) -> int:
 # ---- require-cuda -------------------------------------------------------------------------
 
 def cmd_require_cuda(args) -> int:
-    from . import require_cuda
-    from .compat import driver_cuda
     import re
-    if not re.fullmatch(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", args.driver or ""):
-        raise InputError(f"--driver {args.driver!r} is not a driver version like 535.104.05")
+
+    from . import require_cuda
+    from .compat import check_cc, check_driver, driver_cuda
+    check_driver(args.driver)
     if args.cuda is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", args.cuda):
         raise InputError(f"--cuda {args.cuda!r} is not a CUDA version like 12.2")
-    if args.arch is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]", args.arch):
-        raise InputError(f"--arch {args.arch!r} is not a compute capability like 9.0")
+    if args.arch is not None:
+        check_cc(args.arch, "--arch")
     cuda = args.cuda or driver_cuda(_matrix(args), args.driver)
     if cuda is None:
         raise InputError(f"driver {args.driver} is older than every CUDA release in the "

@@ -2,17 +2,15 @@
 the caller passes loaded matrices and fleet documents; nothing here reads or prints."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from .compat import FORWARD, MINOR, NATIVE, driver_runs, kernels_for
+from .compat import DRIVER_RE, FORWARD, MINOR, NATIVE, check_driver, driver_runs, kernels_for
 from .errors import EnvgenError, InputError, MatrixError
 from .matrix import Matrix
-from .model import Gpu, Stack, V, Variant
+from .model import Gpu, Stack, V
 from .resolve import Host, resolve
 from .spec import parse_spec
 
-DRIVER_RE = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$")
 CAVEATS = {
     MINOR: "minor-version compatibility: PTX JIT fails on this older driver, so the build "
            "must carry kernels (SASS) for the GPU",
@@ -21,12 +19,6 @@ CAVEATS = {
     "ptx": "PTX is JIT-compiled at first start (slow first run)",
 }
 SKIP_FIELDS = {"reasons", "matrix_sha256", "packages"}
-
-
-def check_driver(text: str, what: str = "--driver") -> str:
-    if not isinstance(text, str) or not DRIVER_RE.match(text):
-        raise InputError(f"{what} {text!r} is not a driver version like 535.104.05")
-    return text
 
 
 def parse_driver_range(text: str) -> tuple[str, str]:
@@ -70,10 +62,7 @@ def verdict(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None,
     cc = cc or (gpu.cc if gpu else None)
     how, why = d.how, d.why
     if cc:
-        v = Variant(name=stack.variant, cuda=stack.cuda, cudnn=None, nccl=None,
-                    compute_capabilities=stack.compute_capabilities, ptx=stack.ptx,
-                    sources=())
-        k = kernels_for(v, cc, d.how)
+        k = kernels_for(stack.as_variant(), cc, d.how)
         if not k.ok:
             return {"runs": False, "how": None, "why": k.why, "caveat": None}
         why = f"{why}; {k.why}"
@@ -178,7 +167,7 @@ def parse_fleet(doc, file: str, m: Matrix) -> list[FleetHost]:
                                                      f"on line {seen[name]})")))
         else:
             seen[name] = line_of(h, "name", at)
-        if not isinstance(driver, str) or not DRIVER_RE.match(driver):
+        if not isinstance(driver, str) or not DRIVER_RE.fullmatch(driver):
             hint = " (quote it: YAML reads 535.104 as a number)" \
                 if isinstance(driver, (int, float)) else ""
             problems.append((line_of(h, "driver", at), (f"host {name!r}: driver {driver!r} is "

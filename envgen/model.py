@@ -189,6 +189,12 @@ class Stack:
     matrix_sha256: str
     companions: tuple[str, ...] = ()
 
+    def as_variant(self) -> Variant:
+        """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
+        return Variant(name=self.variant, cuda=self.cuda, cudnn=self.cudnn, nccl=self.nccl,
+                       compute_capabilities=self.compute_capabilities, ptx=self.ptx,
+                       sources=(self.wheel_source,))
+
     @property
     def pip_packages(self) -> dict[str, str]:
         """What pip installs: the base may already provide the framework."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import require_cuda
-from .compat import FORWARD, MINOR, driver_runs, kernels_for
+from .compat import FORWARD, MINOR, check_cc, check_driver, driver_runs, kernels_for
 from .errors import InputError, Unsatisfiable
 from .matrix import Matrix
 from .model import V, BaseImage, FrameworkRelease, Gpu, Stack, Variant, WheelSource
@@ -29,16 +29,16 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
                     sources=None) -> Host:
     """Validate CLI flags into a Host (bad values are InputErrors)."""
     import re
-    if driver is not None and not re.match(r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$", driver):
-        raise InputError(f"--driver {driver!r} is not a driver version like 535.104.05")
+    if driver is not None:
+        check_driver(driver)
     g = None
     if gpu is not None:
         g = matrix.gpu(gpu)
         if g is None:
             raise InputError(f"--gpu {gpu!r} is not a GPU in the matrix (see `envgen matrix "
                              f"show gpus`)")
-    if cc is not None and not re.match(r"^[0-9]{1,2}\.[0-9]$", cc):
-        raise InputError(f"--cc {cc!r} is not a compute capability like 9.0")
+    if cc is not None:
+        check_cc(cc)
     if g and cc and g.cc != cc:
         raise InputError(f"--gpu {g.name} has compute capability {g.cc}, not {cc}")
     if python is not None and not re.match(r"^3\.[0-9]{1,2}$", python):
@@ -86,9 +86,6 @@ def _sources_for(m: Matrix, r: FrameworkRelease, v: Variant, policy: str):
 
 def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package: str,
                  needs_compat: str | None) -> tuple[BaseImage | None, str]:
-    if spec.python and host.python and spec.python != host.python:
-        raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
-                         f"{host.python}")
     python = spec.python or host.python
     if spec.base:
         b = m.base(spec.base)
@@ -143,6 +140,9 @@ def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
 
 
 def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
+    if spec.python and host.python and spec.python != host.python:
+        raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
+                         f"{host.python}")
     fw = m.framework(spec.framework)
     releases = [r for r in m.releases_of(fw.name)
                 if spec.specifier.contains(r.version, prereleases=True)]
