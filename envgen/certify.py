@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from . import __version__, gpu_access, require_cuda
 from .compat import driver_cuda, kernels_for
+from .engine import run_to_end
 from .errors import CheckFailed, EnvironmentMissing, InputError
 from .host import HostGpus
 from .model import Stack
@@ -132,32 +133,23 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         env[key] = f"{value}:{image_value}" if image_value else value
     user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
     started = time.monotonic()
-    container = c.containers.create(
-        target.image_id, command=cmd, network_mode="none", user=user, environment=env,
-        cap_drop=["ALL"], security_opt=["no-new-privileges"], shm_size="8g",
-        labels={"io.envgen.certify": "1"}, detach=True, **kwargs)
-    try:
+    payload_sha = None
+
+    def hash_payload(container):
+        nonlocal payload_sha
         payload_sha = _payload_sha256(container, payload)
         if payload_sha is None:
             raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
                               f"with `envgen build`")
-        container.start()
-        try:
-            result = container.wait(timeout=timeout)
-            code = int(result.get("StatusCode", -1))
-        except Exception as e:  # requests' ReadTimeout and friends
-            if "timed out" not in str(e).lower() and "timeout" not in type(e).__name__.lower():
-                raise
-            container.kill()
-            raise CheckFailed(f"the smoke payload did not finish within {timeout} s "
-                              f"(container killed); raise --timeout or lower --steps") from None
-        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
+
+    try:
+        code, stdout, stderr = run_to_end(
+            c, target.image_id, cmd, timeout, before_start=hash_payload, network_mode="none",
+            user=user, environment=env, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            shm_size="8g", labels={"io.envgen.certify": "1"}, **kwargs)
+    except TimeoutError:
+        raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
+                          f"killed); raise --timeout or lower --steps") from None
     report = _report(stdout)
     if report is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]

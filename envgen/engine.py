@@ -85,3 +85,31 @@ def remove_image(c, ref: str) -> None:
         c.images.remove(ref, force=True)
     except docker.errors.ImageNotFound:
         pass
+
+
+def run_to_end(c, image: str, command: list[str], timeout: float, before_start=None,
+               **create_kwargs) -> tuple[int, str, str]:
+    """Run `command` in a new container of `image` and return (exit code, stdout, stderr).
+    The container is removed on every path, Ctrl-C included. `before_start(container)` may
+    inspect it first (and raise to stop). Past `timeout` s the container is killed and
+    TimeoutError raised."""
+    container = c.containers.create(image, command=command, detach=True, **create_kwargs)
+    try:
+        if before_start is not None:
+            before_start(container)
+        container.start()
+        try:
+            code = int(container.wait(timeout=timeout).get("StatusCode", -1))
+        except Exception as e:  # requests' ReadTimeout and friends
+            if "timed out" not in str(e).lower() and "timeout" not in type(e).__name__.lower():
+                raise
+            container.kill()
+            raise TimeoutError(f"no exit within {timeout} s") from None
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        return code, stdout, stderr
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass

@@ -22,6 +22,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from . import certs
+from .engine import image_or_none, run_to_end
 from .errors import CheckFailed, InputError
 from .files import locked, write_atomic
 from .model import Stack
@@ -68,19 +69,12 @@ class Probe:
 
 def installed_packages(c, image: str, timeout: int = 180) -> Probe:
     """Run pip inside `image` with no network; the container is removed on every path."""
-    container = c.containers.create(image, command=["python", "-c", PROBE],
-                                    network_mode="none", detach=True,
-                                    labels={"io.envgen.probe": "1"})
     try:
-        container.start()
-        code = int(container.wait(timeout=timeout).get("StatusCode", -1))
-        out = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-        err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:  # already gone
-            pass
+        code, out, err = run_to_end(c, image, ["python", "-c", PROBE], timeout,
+                                    network_mode="none", labels={"io.envgen.probe": "1"})
+    except TimeoutError:
+        raise CheckFailed(f"listing the packages in {image} did not finish within "
+                          f"{timeout} s") from None
     try:
         data = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -222,7 +216,6 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
     """(stack name, lock entry) for one image, by tag or ID."""
     from .build import default_tag
     from .certify import inspect_target
-    from .engine import image_or_none
     t = inspect_target(c, ref)
     img = c.images.get(t.image_id)
     labels = (img.attrs.get("Config") or {}).get("Labels") or {}
