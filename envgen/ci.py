@@ -11,7 +11,7 @@ import yaml
 from . import __version__
 from .build import CA_BUNDLE, default_tag
 from .model import Stack
-from .render.views import _labels
+from .render.views import image_labels
 
 DEFAULT_STACKS = ("pytorch-cu121", "pytorch-cu126", "pytorch-cu128")
 GPU_RUNNER = ["self-hosted", "gpu"]
@@ -107,7 +107,7 @@ def bake(stacks: list[Stack], base_refs: dict[str, str] | None = None) -> str:
             "context": f"${{ENVGEN_CONTEXTS}}/{st.stack}",
             "dockerfile": "Dockerfile",
             "tags": [default_tag(st)],
-            "labels": dict(_labels(st, ref)),
+            "labels": dict(image_labels(st, ref)),
             "secret": [f"id=ca,src={CA_BUNDLE}"],
         }
     doc = {"variable": {"ENVGEN_CONTEXTS": {"default": CONTEXT_ROOT}},

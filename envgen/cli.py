@@ -15,7 +15,7 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
-from .commands._common import json_out as _json_out
+from .commands._common import out_json as _json_out
 from .commands._common import load_matrix_for as _matrix
 from .commands._common import resolve_for as _resolve
 from .commands._common import table as _table

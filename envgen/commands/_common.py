@@ -13,9 +13,6 @@ def out_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 
 
-json_out = out_json
-
-
 def cert_line(cert: dict) -> str:
     gpus = ", ".join(g["name"] for g in cert["host"]["gpus"]) or "no GPU"
     checks = cert["report"].get("checks", [])
@@ -28,9 +25,12 @@ def cert_line(cert: dict) -> str:
             + f", {gpus}, driver {cert['host']['driver'] or '-'}, {cert['seconds']} s")
 
 
-def failed_checks(cert: dict) -> list[str]:
-    return [f"{c['name']}: {c.get('detail', '')}" for c in cert["report"].get("checks", [])
-            if not c.get("passed")]
+def print_certificate(cert: dict) -> None:
+    """The one-line verdict on stdout, each failed check on stderr."""
+    print(cert_line(cert))
+    for c in cert["report"].get("checks", []):
+        if not c.get("passed"):
+            print(f"  failed: {c['name']}: {c.get('detail', '')}", file=sys.stderr)
 
 
 def table(rows: list[list], header: list[str]) -> str:

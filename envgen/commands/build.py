@@ -6,13 +6,12 @@ import sys
 from .. import engine
 from ..build import build
 from ..errors import CheckFailed
-from ._common import cert_line, failed_checks, out_json, progress
+from ._common import load_matrix_for, out_json, print_certificate, progress, resolve_for
 
 
 def run(args) -> int:
-    from ._common import load_matrix_for as _matrix, resolve_for as _resolve
-    m = _matrix(args)
-    st = _resolve(args, m)
+    m = load_matrix_for(args)
+    st = resolve_for(args, m)
     c = engine.client()
     report = (lambda _m: None) if args.json else progress
     if not args.json:
@@ -33,9 +32,7 @@ def run(args) -> int:
         print(f"built {res.tag} ({res.image_id[:19]}) in {res.seconds:.1f} s with "
               f"{res.builder}; {res.size_bytes / 1e9:.2f} GB; log {res.log}")
         if cert:
-            print(cert_line(cert))
-            for f in failed_checks(cert):
-                print(f"  failed: {f}", file=sys.stderr)
+            print_certificate(cert)
     if cert and not cert["passed"]:
         if args.json:
             return CheckFailed.exit_code

@@ -1,12 +1,11 @@
 """`envgen certify IMAGE|SPEC`."""
 from __future__ import annotations
 
-import sys
 
 from .. import certs, engine, host
 from ..certify import certify
-from ..errors import CheckFailed
-from ._common import cert_line, failed_checks, out_json
+from ..errors import CheckFailed, EnvgenError
+from ._common import load_matrix_for, out_json, print_certificate, resolve_for
 
 
 def run_certify(args, c, ref: str, matrix) -> dict:
@@ -20,16 +19,15 @@ def run_certify(args, c, ref: str, matrix) -> dict:
 
 
 def run(args) -> int:
-    from ._common import load_matrix_for as _matrix, resolve_for as _resolve
     from ..engine import image_or_none
     c = engine.client()
-    m = _matrix(args)
+    m = load_matrix_for(args)
     ref = args.target
     if image_or_none(c, ref) is None and not ref.startswith("sha256:"):
         from ..build import default_tag
         try:
-            st = _resolve(args, m, ref)
-        except Exception:
+            st = resolve_for(args, m, ref)
+        except EnvgenError:   # not a spec either: certify reports the missing image
             st = None
         if st is not None:
             ref = default_tag(st)
@@ -37,9 +35,7 @@ def run(args) -> int:
     if args.json:
         out_json(cert)
     else:
-        print(cert_line(cert))
-        for f in failed_checks(cert):
-            print(f"  failed: {f}", file=sys.stderr)
+        print_certificate(cert)
         print(f"certificate: {cert['_path']}")
     if not cert["passed"]:
         if args.json:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 from .. import certs
-from ._common import out_json
+from ._common import out_json, table
 
 
 def run(args) -> int:
-    from ._common import table as _table
     if args.action == "show":
         cert = certs.find(args.image)
-        out_json(cert) if args.json else out_json(cert)
+        out_json(cert)   # a certificate is shown as its JSON, with or without --json
         return 0
     rows = certs.load_all()
     if args.json:
@@ -17,7 +16,7 @@ def run(args) -> int:
                                           "created")} | {"stack": c["stack"]["stack"]}
                   for c in rows])
         return 0
-    print(_table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
+    print(table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
                    c["level"], "yes" if c["passed"] else "NO", c["created"],
                    ",".join(g["name"] for g in c["host"]["gpus"]) or "-"] for c in rows],
                  ["image", "stack", "tags", "level", "passed", "created", "gpus"]))

@@ -13,7 +13,7 @@ from .. import diff as d
 from ..errors import InputError
 from ..matrix import load_matrix
 from ..matrix.yamlfile import load_file
-from ._common import out_json
+from ._common import load_matrix_for, out_json, table
 
 DEFAULT_PATH = "matrices"
 
@@ -55,7 +55,6 @@ def _verdict_text(v: dict) -> str:
 
 
 def _print_driver_diff(r: dict) -> None:
-    from ._common import table as _table
     rows = []
     for name, row in r["stacks"].items():
         if "error" in row:
@@ -68,7 +67,7 @@ def _print_driver_diff(r: dict) -> None:
         elif n["runs"] and not o["runs"]:
             note = "STARTS: " + (n["caveat"] or n["why"])
         rows.append([name, _verdict_text(o), _verdict_text(n), note])
-    print(_table(rows, ["stack", r["old_driver"], r["new_driver"], "note"]))
+    print(table(rows, ["stack", r["old_driver"], r["new_driver"], "note"]))
     print(r["summary"])
 
 
@@ -106,7 +105,6 @@ def _print_matrix_diff(r: dict) -> None:
 
 
 def run(args) -> int:
-    from ._common import load_matrix_for as _matrix
     if (args.old is None) != (args.new is None):
         raise InputError("envgen diff: give both OLD and NEW matrices, or neither")
     if args.old is None and not args.driver and not args.fleet:
@@ -121,7 +119,7 @@ def run(args) -> int:
             out["matrix"] = d.matrix_diff(old, new)
             m = new
         else:
-            m = _matrix(args)
+            m = load_matrix_for(args)
     gpu = None
     if args.gpu:
         gpu = m.gpu(args.gpu)

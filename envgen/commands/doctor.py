@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from ..doctor import doctor
 from ..errors import EnvironmentMissing
-from ._common import out_json
+from ._common import load_matrix_for, out_json, table
 
 
 def _print(r: dict) -> None:
-    from ._common import table as _table
     d = r["driver"]
     if d:
         lts = "LTS" if d["lts"] else "not LTS"
@@ -28,7 +27,7 @@ def _print(r: dict) -> None:
     else:
         print(f"docker:  not reachable: {k['error']}")
     print()
-    print(_table([[n, "yes" if s["runs"] else "no", s["how"] or "", s["why"]]
+    print(table([[n, "yes" if s["runs"] else "no", s["how"] or "", s["why"]]
                   for n, s in r["stacks"].items()], ["stack", "runs", "how", "why"]))
     for w in r["warnings"]:
         print(f"warning: {w}")
@@ -37,7 +36,6 @@ def _print(r: dict) -> None:
 
 
 def run(args) -> int:
-    from ._common import load_matrix_for as _matrix
-    r = doctor(_matrix(args))
+    r = doctor(load_matrix_for(args))
     out_json(r) if args.json else _print(r)
     return 0 if r["ok"] else EnvironmentMissing.exit_code

@@ -6,7 +6,7 @@ import sys
 from .. import engine
 from .. import lock as lk
 from ..errors import InputError
-from ._common import out_json, progress
+from ._common import load_matrix_for, out_json, progress, resolve_for
 
 
 def _refs(args, c, m) -> tuple[list[str], list]:
@@ -21,13 +21,12 @@ def _refs(args, c, m) -> tuple[list[str], list]:
                              f"(`envgen build SPEC --certify`){gone}")
         return refs, skipped
     from ..build import default_tag
-    from ._common import resolve_for as _resolve
     refs = []
     for spec in args.specs:
         if engine.image_or_none(c, spec) is not None:
             refs.append(spec)
             continue
-        tag = default_tag(_resolve(args, m, spec))
+        tag = default_tag(resolve_for(args, m, spec))
         if engine.image_or_none(c, tag) is None:
             raise InputError(f"{spec} resolves to {tag}, which is not on this Docker daemon "
                              f"(build it with `envgen build {spec}`)")
@@ -36,8 +35,7 @@ def _refs(args, c, m) -> tuple[list[str], list]:
 
 
 def run(args) -> int:
-    from ._common import load_matrix_for as _matrix
-    m = _matrix(args)
+    m = load_matrix_for(args)
     c = engine.client()
     refs, skipped = _refs(args, c, m)
     entries = {}

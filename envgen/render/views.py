@@ -29,7 +29,7 @@ def _split(stack: Stack) -> tuple[list, list, list]:
     return cuda, framework, extras
 
 
-def _labels(stack: Stack, base_ref: str) -> list[tuple[str, str]]:
+def image_labels(stack: Stack, base_ref: str) -> list[tuple[str, str]]:
     return [
         ("org.opencontainers.image.title", f"envgen {stack.stack}"),
         ("org.opencontainers.image.description",
@@ -71,7 +71,7 @@ def dockerfile_view(stack: Stack, base_ref: str | None = None,
                    (("CUDA libraries", cuda), ("framework", framework),
                     ("companions", extras)) if pins],
         "env": env,
-        "labels": _labels(stack, ref),
+        "labels": image_labels(stack, ref),
         "payload_dir": PAYLOAD_DIR,
         "payload": f"{stack.smoke}_smoke.py",
         "command": ["python", f"{PAYLOAD_DIR}/{stack.smoke}_smoke.py"],
