@@ -30,6 +30,8 @@ class Target:
     stack: Stack
     env: dict
     user: str
+    labels: dict
+    repo_digests: tuple[str, ...]
 
 
 def inspect_target(c, ref: str) -> Target:
@@ -49,7 +51,8 @@ def inspect_target(c, ref: str) -> Target:
         raise InputError(f"image {ref}: its io.envgen.stack label is unreadable ({e})") \
             from None
     env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
-    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "")
+    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
+                  tuple(img.attrs.get("RepoDigests") or ()))
 
 
 def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:

@@ -217,18 +217,16 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
     from .build import default_tag
     from .certify import inspect_target
     t = inspect_target(c, ref)
-    img = c.images.get(t.image_id)
-    labels = (img.attrs.get("Config") or {}).get("Labels") or {}
     st = t.stack
     tag = ref if ref in t.tags else (default_tag(st) if default_tag(st) in t.tags
                                       else (t.tags[0] if t.tags else None))
-    base_name = labels.get("org.opencontainers.image.base.name")
+    base_name = t.labels.get("org.opencontainers.image.base.name")
     base_img = image_or_none(c, base_name) if base_name else None
     p = probe(c, t.image_id)
     return st.stack, {
         "stack": st.to_json(),
         "image": {"tag": tag, "id": t.image_id,
-                  "repo_digests": list(img.attrs.get("RepoDigests") or [])},
+                  "repo_digests": list(t.repo_digests)},
         "base": {"reference": st.base.reference, "name": base_name,
                  "id": base_img.id if base_img is not None else None},
         "python": {"version": p.python, "tag": p.tags[0] if p.tags else None},
