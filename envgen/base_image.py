@@ -96,12 +96,9 @@ def _ensure_local(c, base: BaseImage, log) -> str:
         changes = [f"LABEL io.envgen.base={base.name}",
                    f"LABEL io.envgen.base.release.sha256={release_sha}",
                    'CMD ["/bin/bash"]']
-        with open(tar, "rb") as f:
-            c.api.import_image_from_data(f.read(), repository=tag.split(":")[0],
-                                         tag=tag.split(":")[1], changes=changes) \
-                if tar.stat().st_size < 0 else \
-                c.api.import_image_from_file(str(tar), repository=tag.split(":")[0],
-                                             tag=tag.split(":")[1], changes=changes)
+        repository, _, name = tag.partition(":")
+        c.api.import_image_from_file(str(tar), repository=repository, tag=name,
+                                     changes=changes)
     if image_or_none(c, tag) is None:
         raise BuildFailed(f"docker import of base {tag} did not create the image")
     return tag
