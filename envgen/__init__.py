@@ -1,2 +1,2 @@
 """envgen: certified GPU training environments from a compatibility matrix."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"

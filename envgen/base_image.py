@@ -1,51 +1,61 @@
-"""Bases: a Debian root filesystem made here with mmdebstrap and imported, tagged by its
-content so it is built once and reused; or a registry image, pinned by digest."""
+"""Bases: a Debian root filesystem made here with mmdebstrap from a pinned archive snapshot
+and imported under a tag named by its recipe (so a cached base is found with no network
+request), or a registry image, pinned by digest."""
 from __future__ import annotations
 
 import email.utils
-import hashlib
-import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
 from .errors import BuildFailed, EnvironmentMissing
 from .model import BaseImage
 
-PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
-def mirror_for(base: BaseImage) -> str:
-    if base.snapshot:
-        return f"https://snapshot.debian.org/archive/debian/{base.snapshot}"
-    return os.environ.get("ENVGEN_DEBIAN_MIRROR", DEFAULT_MIRROR)
+def snapshot_url(base: BaseImage) -> str:
+    return f"https://snapshot.debian.org/archive/debian/{base.snapshot}"
 
 
-def _release(mirror: str, suite: str) -> tuple[str, int]:
-    """sha256 of the suite's Release file (what the archive serves now) and its date."""
-    url = f"{mirror}/dists/{suite}/Release"
+def archive_state(mirror: str, suite: str, timeout: int = 20) -> str | None:
+    """The Date of the suite's Release file on `mirror`, as a snapshot stamp
+    (20260711T101637Z); None when the mirror does not answer."""
     try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            data = r.read()
-    except OSError as e:
-        raise EnvironmentMissing(f"cannot reach Debian's archive at {url} ({e}); set "
-                                 f"ENVGEN_DEBIAN_MIRROR to a mirror you can reach") from e
-    date = 0
-    for line in data.decode("utf-8", "replace").splitlines():
+        with urllib.request.urlopen(f"{mirror}/dists/{suite}/Release", timeout=timeout) as r:
+            head = r.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
         if line.startswith("Date:"):
-            date = int(email.utils.parsedate_to_datetime(line[5:].strip()).timestamp())
-            break
-    return hashlib.sha256(data).hexdigest(), date
+            when = email.utils.parsedate_to_datetime(line[5:].strip())
+            return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when.timestamp()))
+    return None
 
 
-def local_tag(base: BaseImage, release_sha: str) -> str:
-    key = json.dumps({"suite": base.suite, "packages": PACKAGES, "release": release_sha,
-                      "variant": "minbase"}, sort_keys=True)
-    return f"{base.image}:{base.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+def choose_mirror(base: BaseImage, state=archive_state) -> str:
+    """A mirror that serves exactly the base's snapshot. ENVGEN_DEBIAN_MIRROR must; the
+    default mirror is used when it happens to (a frozen or local mirror), else
+    snapshot.debian.org, which serves every past state."""
+    if not base.snapshot:
+        return os.environ.get("ENVGEN_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    wanted = os.environ.get("ENVGEN_DEBIAN_MIRROR")
+    if wanted:
+        seen = state(wanted, base.suite)
+        if seen != base.snapshot:
+            raise EnvironmentMissing(
+                f"ENVGEN_DEBIAN_MIRROR={wanted} serves {base.suite} as of {seen or 'nothing'}"
+                f" (its Release file), but base {base.name} is pinned to snapshot "
+                f"{base.snapshot}; a different archive state would make a different base. "
+                f"Unset it to use {snapshot_url(base)}")
+        return wanted
+    if state(DEFAULT_MIRROR, base.suite) == base.snapshot:
+        return DEFAULT_MIRROR
+    return snapshot_url(base)
 
 
 def ensure_base(c, base: BaseImage, log) -> str:
@@ -72,33 +82,41 @@ def ensure_base(c, base: BaseImage, log) -> str:
 
 def _ensure_local(c, base: BaseImage, log) -> str:
     from .engine import image_or_none
-    mirror = mirror_for(base)
-    release_sha, date = _release(mirror, base.suite)
-    tag = local_tag(base, release_sha)
+    tag = base.local_tag
     if image_or_none(c, tag) is not None:
         log(f"base {tag} exists; reusing it")
         return tag
+    make_local_base(base, log)
+    if image_or_none(c, tag) is None:
+        raise BuildFailed(f"making base {tag} did not create the image")
+    return tag
+
+
+def make_local_base(base: BaseImage, log, docker: str | None = None,
+                    timeout: int = 1800) -> str:
+    """Run the base's rendered recipe (the same `base/build-base.sh` `envgen render`
+    writes), from a mirror serving the pinned snapshot."""
+    from .render.views import render_base_script
     if shutil.which("mmdebstrap") is None:
         raise EnvironmentMissing("mmdebstrap is not installed; run `apt-get install -y "
                                  "mmdebstrap` (it builds the Debian base image)")
-    log(f"building base {tag} with mmdebstrap from {mirror} ({base.suite})")
+    docker = docker or os.environ.get("ENVGEN_DOCKER") or shutil.which("docker")
+    if not docker:
+        raise EnvironmentMissing("no docker CLI on PATH (it imports the base image)")
+    mirror = choose_mirror(base)
+    log(f"building base {base.local_tag} with mmdebstrap from {mirror} ({base.suite}, "
+        f"snapshot {base.snapshot})")
     with tempfile.TemporaryDirectory(prefix="envgen-base-") as tmp:
-        tar = Path(tmp) / "rootfs.tar"
-        argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES),
-                "--quiet", "--aptopt=Acquire::Retries=3",
-                "--customize-hook=rm -rf \"$1\"/var/cache/apt/* \"$1\"/var/lib/apt/lists/*",
-                base.suite, str(tar), mirror]
-        env = {**os.environ, "SOURCE_DATE_EPOCH": str(date)}
-        r = subprocess.run(argv, capture_output=True, text=True, env=env)
-        if r.returncode != 0:
-            tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-            raise BuildFailed(f"mmdebstrap failed for base {base.name}: {' '.join(tail)}")
-        changes = [f"LABEL io.envgen.base={base.name}",
-                   f"LABEL io.envgen.base.release.sha256={release_sha}",
-                   'CMD ["/bin/bash"]']
-        repository, _, name = tag.partition(":")
-        c.api.import_image_from_file(str(tar), repository=repository, tag=name,
-                                     changes=changes)
-    if image_or_none(c, tag) is None:
-        raise BuildFailed(f"docker import of base {tag} did not create the image")
-    return tag
+        script = Path(tmp) / "build-base.sh"
+        script.write_text(render_base_script(base))
+        env = {**os.environ, "ENVGEN_DEBIAN_MIRROR": mirror, "DOCKER": docker,
+               "TMPDIR": tmp}
+        try:
+            r = subprocess.run(["sh", str(script)], capture_output=True, text=True, env=env,
+                               timeout=timeout, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(f"making base {base.name} took longer than {timeout} s") from None
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        raise BuildFailed(f"making base {base.name} failed: {' '.join(tail)[:400]}")
+    return base.local_tag

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from . import engine, state
 from .base_image import ensure_base
+from .closure import closure_for
 from .context import write_context
 from .errors import BuildFailed, EnvironmentMissing
-from .model import Stack
+from .model import Closure, Stack
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
@@ -31,11 +32,28 @@ class BuildResult:
     seconds: float
     builder: str
     size_bytes: int
+    closure: Closure | None = None
+    closure_from: str = ""
+    layers: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"image_id": self.image_id, "tag": self.tag, "base": self.base_ref,
                 "log": self.log, "seconds": round(self.seconds, 2), "builder": self.builder,
-                "size_bytes": self.size_bytes, "stack": self.stack.to_json()}
+                "size_bytes": self.size_bytes, "layers": list(self.layers),
+                "closure": {"key": self.closure.key, "from": self.closure_from,
+                            "packages": len(self.closure.pins),
+                            "hashed": sum(1 for p in self.closure.pins if p.sha256)}
+                if self.closure else None,
+                "stack": self.stack.to_json()}
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """(repository, tag) of `ref`; the tag defaults to `latest`. A `:` before the last `/`
+    is a registry port, not a tag (localhost:5000/team/img)."""
+    repo, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return repo, tag
 
 
 def default_tag(stack: Stack) -> str:
@@ -47,10 +65,15 @@ def _quiet(_msg: str) -> None:
 
 
 def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool = False,
-          builder: str = "auto", client=None) -> BuildResult:
+          builder: str = "auto", client=None, closure: Closure | None = None) -> BuildResult:
+    """Build `stack` from its closure (the stored one unless given, as `verify --rebuild`
+    gives the lock's), installing only those files, each checked against its sha256."""
     c = client or engine.client()
     tag = tag or default_tag(stack)
     started = time.monotonic()
+    origin = "given"
+    if closure is None:
+        closure, origin = closure_for(stack, progress=progress)
     base_ref = ensure_base(c, stack.base, progress)
     cli = engine.buildkit_cli() if builder in ("auto", "buildkit") else None
     if builder == "buildkit" and cli is None:
@@ -60,7 +83,10 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
-    write_context(stack, ctx, base_ref=base_ref, buildkit=cli is not None)
+    write_context(stack, closure, ctx, base_ref=base_ref, buildkit=cli is not None)
+    if cli is None:
+        progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
+                 "times, so this image's layers are not reproducible bit for bit")
     if cli is not None:
         image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache)
         used = cli.describe
@@ -68,11 +94,14 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
         image_id = _build_classic(c, ctx, log_path, progress, no_cache)
         used = "docker SDK classic builder"
     img = c.images.get(image_id)
-    if not img.tag(tag.rsplit(":", 1)[0], tag.rsplit(":", 1)[1]):
+    repo, name = split_tag(tag)
+    if not img.tag(repo, name):
         raise BuildFailed(f"could not tag {image_id} as {tag}")
     return BuildResult(image_id=image_id, tag=tag, stack=stack, base_ref=base_ref,
                        log=str(log_path), seconds=time.monotonic() - started, builder=used,
-                       size_bytes=int(img.attrs.get("Size") or 0))
+                       size_bytes=int(img.attrs.get("Size") or 0), closure=closure,
+                       closure_from=origin,
+                       layers=tuple((img.attrs.get("RootFS") or {}).get("Layers") or ()))
 
 
 def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:

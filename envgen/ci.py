@@ -1,21 +1,46 @@
-"""CI files from data: a GitHub Actions workflow (build on a CPU runner, certify, lock and
-verify on a GPU runner) and a docker-bake.json. Rendered with yaml/json dumpers, never string
-templates, so every value is quoted correctly."""
+"""CI files from data: a GitHub Actions workflow and a docker-bake.json. Rendered with
+yaml/json dumpers, never string templates, so every value is quoted correctly.
+
+The workflow builds and certifies each stack once on a hosted CPU runner and pushes it by
+digest; the GPU runner pulls that very image (verify checks its ID) and certifies it on the
+GPU; the per-stack locks merge into envgen.lock. A pull request verifies the committed lock
+on a hosted runner: pulling by digest needs no GPU. envgen itself is installed from a source
+the team controls, pinned by commit or by hash, never by a bare name from PyPI."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 import shlex
+import subprocess
+import urllib.parse
+from pathlib import Path
 
 import yaml
+from packaging.version import InvalidVersion, Version
 
-from . import __version__
 from .build import CA_BUNDLE, default_tag
+from .errors import InputError
 from .model import Stack
+from .registry import parse_repository
 from .render.views import image_labels
 
 DEFAULT_STACKS = ("pytorch-cu121", "pytorch-cu126", "pytorch-cu128")
 GPU_RUNNER = ["self-hosted", "gpu"]
 CONTEXT_ROOT = "envgen-contexts"
+DIST_NAME = "envgen-gpu"
+# The one GitHub expression --registry may carry. The owner is lowercased in a step, since
+# GitHub owners may have capitals and registries refuse them.
+DEFAULT_REGISTRY = "ghcr.io/${{ github.repository_owner }}/envgen"
+_DEFAULT_REPOSITORY_RUN = ('echo "ENVGEN_REPOSITORY=ghcr.io/${GITHUB_REPOSITORY_OWNER,,}/envgen"'
+                           ' >> "$GITHUB_ENV"')
+
+_GIT_SOURCE = re.compile(r"git\+https://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
+                         r"(?:/[A-Za-z0-9._~-]+)+@(?P<commit>[0-9a-f]{40})")
+_HASHED_SOURCE = re.compile(rf"{DIST_NAME}==(?P<version>[0-9A-Za-z.+!_-]+)"
+                            r"(?: --hash=sha256:[0-9a-f]{64})+")
+_SOURCE_FORMS = (f"git+https://HOST/PATH@<40-hex commit> or "
+                 f"'{DIST_NAME}==VERSION --hash=sha256:<64 hex>'")
 
 
 def default_specs(stack_names: list[str]) -> list[str]:
@@ -23,12 +48,159 @@ def default_specs(stack_names: list[str]) -> list[str]:
     return chosen or list(stack_names)
 
 
-def _setup(version: str) -> list[dict]:
-    return [{"uses": "actions/checkout@v4"},
-            {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-            {"name": "Install envgen",
-             "run": f"python -m pip install {shlex.quote(f'envgen=={version}')}"}]
+# ---- where CI installs envgen from --------------------------------------------------------
 
+def parse_envgen_source(text: object) -> str:
+    """`text` when it is a pinned envgen source (a git commit over https, or the distribution
+    at one version with its sha256), else InputError. It reaches a `run:` line, so anything
+    else, a shell metacharacter included, is refused here rather than quoted."""
+    shown = repr(text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "...")
+    if isinstance(text, str) and _GIT_SOURCE.fullmatch(text):
+        return text
+    m = _HASHED_SOURCE.fullmatch(text) if isinstance(text, str) else None
+    if m:
+        try:
+            Version(m["version"])
+            return text
+        except InvalidVersion:
+            raise InputError(f"the envgen source {shown} names {m['version']!r}, which is "
+                             f"not a version") from None
+    raise InputError(f"the envgen source {shown} is not pinned the way CI needs it: give "
+                     f"{_SOURCE_FORMS}")
+
+
+def _public_https(url: object) -> str | None:
+    """An https URL for a git remote, or None: scp-like (git@host:path) and ssh:// remotes
+    become https on the same host and path; credentials, query and fragment are dropped
+    (a token must never reach a workflow file)."""
+    if not isinstance(url, str):
+        return None
+    url = url.strip().removeprefix("git+")
+    if scp := re.fullmatch(r"[\w.-]+@([\w.-]+):(?!//)/?(.+)", url):
+        return f"https://{scp[1]}/{scp[2].rstrip('/')}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port if parts.scheme == "https" else None
+    except ValueError:
+        return None
+    if parts.scheme not in ("https", "ssh") or not parts.hostname:
+        return None
+    return f"https://{parts.hostname}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
+
+
+def _pinned_or_none(url: object, commit: object) -> str | None:
+    https = _public_https(url)
+    if https is None or not isinstance(commit, str):
+        return None
+    try:
+        return parse_envgen_source(f"git+{https}@{commit}")
+    except InputError:
+        return None
+
+
+def _from_direct_url() -> str | None:
+    """The git commit this envgen was installed from (PEP 610's direct_url.json), when the
+    installed distribution is the code running now."""
+    try:
+        dist = importlib.metadata.distribution(DIST_NAME)
+        if Path(dist.locate_file("envgen/__init__.py")).resolve() != \
+                Path(__file__).resolve().with_name("__init__.py"):
+            return None
+        info = json.loads(dist.read_text("direct_url.json") or "null")
+    except (importlib.metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+    vcs = info.get("vcs_info") if isinstance(info, dict) else None
+    if not isinstance(vcs, dict) or vcs.get("vcs") != "git":
+        return None
+    return _pinned_or_none(info.get("url"), vcs.get("commit_id"))
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                           timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _from_checkout() -> str | None:
+    """HEAD of the git checkout envgen runs from, when nothing in it differs from HEAD and
+    HEAD is on a branch of `origin` (so CI can fetch it)."""
+    root = Path(__file__).resolve().parent.parent
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != root:
+        return None
+    if _git(root, "status", "--porcelain") != "":
+        return None
+    if not _git(root, "for-each-ref", "--contains", "HEAD", "--format=%(refname)",
+                "refs/remotes/origin"):
+        return None
+    return _pinned_or_none(_git(root, "remote", "get-url", "origin"),
+                           _git(root, "rev-parse", "--verify", "HEAD"))
+
+
+def default_envgen_source() -> str | None:
+    """`git+URL@commit` for the envgen running now, or None when it has no such pin."""
+    return _from_direct_url() or _from_checkout()
+
+
+def pick_envgen_source(given: str | None) -> str:
+    """The validated `given` source, else the running envgen's own, else InputError."""
+    if given is not None:
+        return parse_envgen_source(given)
+    found = default_envgen_source()
+    if found is None:
+        raise InputError(f"say where CI installs envgen from with --envgen-source "
+                         f"({_SOURCE_FORMS}): this envgen was not installed from a git "
+                         f"commit, nor does it run from a clean checkout pushed to origin")
+    return found
+
+
+def _install_run(source: str) -> str:
+    if source.startswith("git+"):
+        return f"python -m pip install {shlex.quote(source)}"
+    # pip reads --hash only from a requirements file; in hash mode it wants every dependency
+    # hashed too, so envgen is checked alone and its dependencies follow by name.
+    req = '"$RUNNER_TEMP/envgen-requirements.txt"'
+    return (f"printf '%s\\n' {shlex.quote(source)} > {req}"
+            f" && python -m pip install --no-deps --require-hashes -r {req}"
+            f" && python -m pip install {shlex.quote(source.split()[0])}")
+
+
+# ---- the registry -------------------------------------------------------------------------
+
+def _repository(registry: str | None) -> str | None:
+    """The validated repository envgen pushes to, or None for DEFAULT_REGISTRY (the job
+    computes that one)."""
+    if registry is None or registry == DEFAULT_REGISTRY:
+        return None
+    if "${{" in registry:
+        raise InputError(f"the registry {registry!r} carries a GitHub expression; the only "
+                         f"one allowed is the default, {DEFAULT_REGISTRY!r}")
+    return parse_repository(registry)
+
+
+def _host(repository: str | None) -> str | None:
+    """The registry host docker logs in to; None for Docker Hub (docker's rule: the first
+    component names a host only when it looks like one)."""
+    if repository is None:
+        return "ghcr.io"
+    first, slash, _ = repository.partition("/")
+    return first if slash and (first == "localhost" or any(c in first for c in ".:")) else None
+
+
+def _login(host: str | None) -> dict:
+    if host == "ghcr.io":
+        creds = {"username": "${{ github.actor }}", "password": "${{ secrets.GITHUB_TOKEN }}"}
+    else:
+        creds = {"username": "${{ secrets.ENVGEN_REGISTRY_USER }}",
+                 "password": "${{ secrets.ENVGEN_REGISTRY_PASSWORD }}"}
+    return {"name": "Log in to the registry", "uses": "docker/login-action@v3",
+            "with": {**({"registry": host} if host else {}), **creds}}
+
+
+# ---- the workflow -------------------------------------------------------------------------
 
 class _NoAliases(yaml.SafeDumper):
     """safe_dump without &anchors/*aliases for repeated values: plain YAML for any reader."""
@@ -37,62 +209,142 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def github_workflow(specs: list[str], version: str = __version__) -> str:
-    stacks = {"stack": list(specs)}
-    each = "${{ matrix.stack }}"
+def _when(condition: str, step: dict) -> dict:
+    """`step` run only when `condition` holds; `if` right after the name, as people write it."""
+    head = {"name": step["name"]} if "name" in step else {}
+    return {**head, "if": condition, **step}
+
+
+def _keys(specs: list[str]) -> list[str]:
+    """A file- and artifact-safe name per spec (`torch>=2.4` has characters neither takes)."""
+    out: list[str] = []
+    for spec in specs:
+        key = re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-.") or "stack"
+        base, n = key, 2
+        while key in out:
+            key, n = f"{base}-{n}", n + 1
+        out.append(key)
+    return out
+
+
+# Prints the image of the one stack in a per-stack lock; a value that is not
+# repository@sha256:<hex> (a newline, say) never reaches $GITHUB_ENV.
+_READ_PINNED = ('import json, re, sys; (e,) = json.load(open(sys.argv[1]))["stacks"].values(); '
+                'p = str(e["image"]["pinned"]); '
+                'print(p) if re.fullmatch(r"[^\\s@]+@sha256:[0-9a-f]{64}", p) '
+                'else sys.exit("no image pinned by digest in " + sys.argv[1])')
+
+
+def github_workflow(specs: list[str], envgen_source: str | None = None,
+                    registry: str | None = None) -> str:
+    """The workflow for `specs`. `envgen_source` is validated (None: the running envgen's own
+    pin); `registry` is the repository images are pushed to (None: DEFAULT_REGISTRY)."""
+    install = {"name": "Install envgen (pinned)",
+               "run": _install_run(pick_envgen_source(envgen_source))}
+    repository = _repository(registry)
+    host = _host(repository)
+    ghcr = host == "ghcr.io"
+    python = {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}}
+    checkout = {"uses": "actions/checkout@v4"}
+    login = _login(host)
+    not_on_pr = "github.event_name != 'pull_request'"
+    keys = _keys(specs)
+    strategy = {"fail-fast": False,
+                "matrix": {"stack": list(specs),
+                           "include": [{"stack": s, "key": k} for s, k in zip(specs, keys)]}}
+    per_stack = {"ENVGEN_STACK": "${{ matrix.stack }}", "ENVGEN_KEY": "${{ matrix.key }}"}
+    lock_file = '"envgen-$ENVGEN_KEY.lock"'
+    upload = {"uses": "actions/upload-artifact@v4",
+              "with": {"path": "envgen-${{ matrix.key }}.lock", "if-no-files-found": "error"}}
+    pull = {"permissions": {"contents": "read", "packages": "read"}} if ghcr else {}
+
+    build = {
+        "name": "build ${{ matrix.stack }}, certify on the CPU, push",
+        "runs-on": "ubuntu-latest",
+        "timeout-minutes": 120,
+        **({"permissions": {"contents": "read", "packages": "write"}} if ghcr else {}),
+        "strategy": strategy,
+        "env": per_stack,
+        "steps": [
+            checkout, python, install,
+            {"name": "mmdebstrap (envgen's local Debian bases)",
+             "run": "sudo apt-get update -q && sudo apt-get install -y -q mmdebstrap"},
+            {"name": "Build and certify on the CPU",
+             "run": 'envgen build "$ENVGEN_STACK" --certify --gpus none --json'},
+            *([_when(not_on_pr, {"name": "Repository (the owner in lowercase)",
+                                 "run": _DEFAULT_REPOSITORY_RUN})] if repository is None else []),
+            _when(not_on_pr, login),
+            _when(not_on_pr, {
+                "name": "Push by digest and lock",
+                "run": f'envgen lock "$ENVGEN_STACK" --push "$ENVGEN_REPOSITORY" -o {lock_file}'
+                       f" --json"}),
+            _when(not_on_pr, {**upload, "with": {"name": "envgen-cpu-${{ matrix.key }}",
+                                                 **upload["with"]}}),
+        ],
+    }
+    certify_gpu = {
+        "name": "certify ${{ matrix.stack }} on a GPU",
+        "needs": "build",
+        "if": not_on_pr,   # never run a pull request's code on the self-hosted runner
+        "runs-on": GPU_RUNNER,
+        "timeout-minutes": 60,
+        **pull,
+        "strategy": {**strategy, "max-parallel": 1},
+        "env": per_stack,
+        "steps": [
+            python, install, login,
+            {"uses": "actions/download-artifact@v4",
+             "with": {"name": "envgen-cpu-${{ matrix.key }}"}},
+            {"name": "Verify: pull by digest, check image ID, certificate and closure",
+             "run": f"envgen verify {lock_file} --json"},
+            {"name": "The pinned image",
+             "run": f"image=$(python -c {shlex.quote(_READ_PINNED)} {lock_file})"
+                    ' && echo "ENVGEN_IMAGE=$image" >> "$GITHUB_ENV"'},
+            {"name": "Certify on every GPU",
+             "run": 'envgen certify "$ENVGEN_IMAGE" --gpus all --json'},
+            {"name": "Lock the GPU certificate",
+             "run": f'envgen lock "$ENVGEN_IMAGE" -o {lock_file} --json'},
+            {**upload, "with": {"name": "envgen-gpu-${{ matrix.key }}", **upload["with"]}},
+        ],
+    }
+    lock = {
+        "name": "merge the per-stack locks into envgen.lock",
+        "needs": "certify-gpu",
+        "if": not_on_pr,
+        "runs-on": "ubuntu-latest",
+        "timeout-minutes": 15,
+        "steps": [
+            python, install,
+            {"uses": "actions/download-artifact@v4",
+             "with": {"pattern": "envgen-gpu-*", "path": "locks", "merge-multiple": True}},
+            {"name": "Merge", "run": "envgen lock --merge locks/envgen-*.lock -o envgen.lock"
+                                     " --json"},
+            {"uses": "actions/upload-artifact@v4",
+             "with": {"name": "envgen.lock", "path": "envgen.lock",
+                      "if-no-files-found": "error"}},
+        ],
+    }
+    has_lock = "hashFiles('envgen.lock') != ''"
+    verify = {
+        "name": "verify the committed envgen.lock",
+        "runs-on": "ubuntu-latest",   # pulls by digest: no GPU, no self-hosted runner
+        "timeout-minutes": 60,
+        **pull,
+        "steps": [
+            checkout,
+            *(_when(has_lock, step) for step in (
+                python, install, login,
+                {"name": "Verify the committed lock", "run": "envgen verify envgen.lock --json"})),
+        ],
+    }
     workflow = {
         "name": "envgen",
         "on": {"push": {"branches": ["main"]}, "pull_request": {}, "workflow_dispatch": {}},
         "permissions": {"contents": "read"},
-        "jobs": {
-            "build": {
-                "name": f"build {each} (CPU smoke)",
-                "runs-on": "ubuntu-latest",
-                "strategy": {"fail-fast": False, "matrix": stacks},
-                "steps": [*_setup(version),
-                          {"name": "mmdebstrap (envgen's local Debian bases)",
-                           "run": "sudo apt-get update -q && sudo apt-get install -y -q "
-                                  "mmdebstrap"},
-                          {"name": "Build and certify on the CPU",
-                           "run": f'envgen build "{each}" --certify --gpus none --json'}],
-            },
-            "certify": {
-                "name": f"certify {each} on a GPU",
-                "needs": "build",
-                "runs-on": GPU_RUNNER,
-                "env": {"ENVGEN_HOME": "/var/lib/envgen"},
-                "strategy": {"fail-fast": False, "max-parallel": 1, "matrix": stacks},
-                "steps": [*_setup(version),
-                          {"name": "Build", "run": f'envgen build "{each}" --json'},
-                          {"name": "Certify on every GPU",
-                           "run": f'envgen certify "{each}" --gpus all --json'}],
-            },
-            "lock": {
-                "name": "lock the certified images",
-                "needs": "certify",
-                "if": "github.event_name != 'pull_request'",
-                "runs-on": GPU_RUNNER,
-                "env": {"ENVGEN_HOME": "/var/lib/envgen"},
-                "steps": [*_setup(version),
-                          {"name": "Lock",
-                           "run": "envgen lock " + " ".join(shlex.quote(s) for s in specs)
-                                  + " -o envgen.lock --json"},
-                          {"uses": "actions/upload-artifact@v4",
-                           "with": {"name": "envgen.lock", "path": "envgen.lock"}}],
-            },
-            "verify": {
-                "name": "verify envgen.lock",
-                "needs": "certify",
-                "runs-on": GPU_RUNNER,
-                "env": {"ENVGEN_HOME": "/var/lib/envgen"},
-                "steps": [*_setup(version),
-                          {"name": "Verify the committed lock",
-                           "if": "hashFiles('envgen.lock') != ''",
-                           "run": "envgen verify envgen.lock --json"}],
-            },
-        },
+        **({"env": {"ENVGEN_REPOSITORY": repository}} if repository else {}),
+        "defaults": {"run": {"shell": "bash"}},
+        "jobs": {"build": build, "certify-gpu": certify_gpu, "lock": lock, "verify": verify},
     }
-    # GPU jobs share ENVGEN_HOME on the self-hosted runner: lock reads certify's certificates.
     return yaml.dump(workflow, Dumper=_NoAliases, sort_keys=False, width=1000,
                      default_flow_style=False)
 

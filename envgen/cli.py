@@ -91,14 +91,46 @@ def cmd_resolve(args) -> int:
 
 
 def cmd_render(args) -> int:
+    from .closure import closure_for
+    from .commands._common import progress
     from .context import write_context
     st = _resolve(args)
-    files = write_context(st, Path(args.output))
+    closure, origin = closure_for(st, progress=(lambda _m: None) if args.json else progress)
+    files = write_context(st, closure, Path(args.output))
+    out = Path(args.output)
     if args.json:
-        _json_out({"stack": st.to_json(), "files": [str(f) for f in files]})
+        _json_out({"stack": st.to_json(), "closure": {"key": closure.key, "from": origin,
+                                                      "packages": len(closure.pins)},
+                   "files": [str(f) for f in files]})
     else:
         print(f"{st.stack} ({st.framework_package} {st.version}) rendered into "
-              f"{args.output}: " + ", ".join(f.name for f in files))
+              f"{args.output}: " + ", ".join(str(f.relative_to(out)) for f in files))
+        hashed = sum(1 for p in closure.pins if p.sha256)
+        print(f"  closure: {len(closure.pins)} distributions, {hashed} hash-pinned ({origin})")
+        build = "DOCKER_BUILDKIT=1 docker build"
+        if st.base.kind == "local":
+            print(f"  build it: sh {out}/base/build-base.sh && {build} {out}")
+        else:
+            print(f"  build it: {build} {out}")
+    return 0
+
+
+def cmd_closure(args) -> int:
+    from .closure import closure_for, resolve_closure
+    from .commands._common import progress
+    st = _resolve(args)
+    if args.refresh:
+        c, origin = resolve_closure(st), "resolved now"
+    else:
+        c, origin = closure_for(st, progress=(lambda _m: None) if args.json else progress)
+    if args.json:
+        _json_out({**c.to_json(), "from": origin})
+        return 0
+    print(f"{st.stack}: {len(c.pins)} distributions for Python {st.python} on "
+          f"{c.inputs['platform']} ({origin}; {c.resolver}, {c.created})")
+    for p in c.pins:
+        print(f"  {p.requirement:45} " + (f"sha256:{p.sha256[:16]}… {p.file}" if p.sha256
+                                          else f"no hash: {p.note}"))
     return 0
 
 
@@ -173,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     r.set_defaults(func=cmd_resolve)
 
+    cl = sub.add_parser("closure", parents=[json_flag, host],
+                        help="the full hash-pinned closure of a stack (resolved once, cached)")
+    cl.add_argument("spec")
+    cl.add_argument("--refresh", action="store_true",
+                    help="resolve again with uv even when a closure is stored")
+    cl.set_defaults(func=cmd_closure)
+
     rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
     rd.add_argument("spec")
     rd.add_argument("-o", "--output", required=True, metavar="DIR")
@@ -208,11 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
     lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")
     lk.add_argument("specs", nargs="*", metavar="SPEC")
     lk.add_argument("-o", "--output", default="envgen.lock")
+    lk.add_argument("--push", metavar="REPOSITORY",
+                    help="push each certified image to REPOSITORY/STACK and pin its "
+                         "manifest digest, e.g. localhost:5000/team or ghcr.io/org/envgen")
+    lk.add_argument("--merge", nargs="+", metavar="LOCK",
+                    help="merge these locks' stacks into the output (e.g. per-stack locks "
+                         "from CI jobs)")
     lk.set_defaults(func=_later("lock"))
 
     vf = sub.add_parser("verify", parents=[json_flag], help="check images against a lock")
     vf.add_argument("lock", metavar="LOCK")
-    vf.add_argument("--rebuild", action="store_true")
+    vf.add_argument("--rebuild", action="store_true",
+                    help="also rebuild each stack from the lock and compare layer digests")
+    vf.add_argument("--no-pull", action="store_true",
+                    help="do not pull a pinned digest that is not on this daemon")
     vf.set_defaults(func=_later("verify"))
 
     df = sub.add_parser("diff", parents=[json_flag], help="what changes between matrices "
@@ -230,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     ci = sub.add_parser("ci", help="CI files: a GitHub workflow or a docker-bake.json")
     ci.add_argument("kind", choices=["github", "bake"])
     ci.add_argument("specs", nargs="*", metavar="SPEC")
+    ci.add_argument("--envgen-source", metavar="REQUIREMENT",
+                    help="where CI installs envgen from, pinned: git+https://HOST/PATH@COMMIT "
+                         "or 'envgen-gpu==VERSION --hash=sha256:HEX' (default: the git commit "
+                         "this envgen was installed or runs from, when it has one)")
+    ci.add_argument("--registry", metavar="REPOSITORY",
+                    help="where the workflow pushes images (default: "
+                         "ghcr.io/${{ github.repository_owner }}/envgen)")
     ci.set_defaults(func=_later("ci"))
 
     sm = sub.add_parser("smoke", parents=[json_flag],

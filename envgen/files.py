@@ -5,15 +5,33 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_beside(path: Path) -> tuple[int, Path]:
+    """A new, empty file in path's folder, opened for writing. Created with mode 0666 so the
+    kernel applies the umask (0644 under the usual 022), like any file `open()` makes;
+    mkstemp's 0600 would leave locks and certificates unreadable to the rest of the team.
+    O_EXCL keeps mkstemp's guarantee: never an existing file, never through a symlink."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def write_atomic(path: Path, text: str | bytes) -> Path:
+    """Write `text` to a temporary file beside `path`, fsync it, then rename it over `path`:
+    a reader sees the old file or the new one. A failed write leaves no temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode() if isinstance(text, str) else text
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = _create_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -5,30 +5,22 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.tags import compatible_tags, cpython_tags
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
 
 from . import certs
+from .closure import SIMPLE_URL, fetch_json, parse_closure, platform_tags
+from .closure import pick_file as _pick
 from .engine import image_or_none, run_to_end
 from .errors import CheckFailed, InputError
 from .files import locked, write_atomic
+from .lockfile import LOCK_VERSION, parse_lock, read_lock  # noqa: F401 (the lock's API)
 from .model import Stack
 
-LOCK_VERSION = 1
-SIMPLE_URL = "https://pypi.org/simple"
+CLOSURE_IN_IMAGE = "/opt/envgen/closure.json"
 # Seeded into the venv by `python -m venv` from the base's bundled wheels (Debian rebuilds
 # them), so PyPI's hash of the same version is not the hash of what is installed.
 BOOTSTRAP = {"pip", "setuptools", "wheel"}
@@ -53,6 +45,11 @@ for d in metadata.distributions():
     text = d.read_text("direct_url.json")
     if text:
         out["direct"][d.metadata["Name"]] = json.loads(text).get("url")
+try:
+    with open("/opt/envgen/closure.json") as f:
+        out["closure"] = json.load(f)
+except (OSError, ValueError):
+    out["closure"] = None
 print(json.dumps(out))
 """
 
@@ -65,6 +62,7 @@ class Probe:
     packages: dict                 # name → version, names as pip lists them
     tags: tuple[str, ...] = ()     # the interpreter's wheel tags, most preferred first
     direct: dict = field(default_factory=dict)   # name → URL for installs not from an index
+    closure: dict | None = None    # the closure the image was built from, as it holds it
 
 
 def installed_packages(c, image: str, timeout: int = 180) -> Probe:
@@ -84,56 +82,13 @@ def installed_packages(c, image: str, timeout: int = 180) -> Probe:
         raise CheckFailed(f"`pip list` failed in {image}: {data['error'].strip()[:300]}")
     return Probe(python=data["python"],
                  packages={p["name"]: p["version"] for p in data["packages"]},
-                 tags=tuple(data.get("tags") or ()), direct=dict(data.get("direct") or {}))
-
-
-def fetch_json(url: str) -> dict:
-    """PyPI's JSON simple index (PEP 691). LookupError for 404, OSError for other failures."""
-    req = urllib.request.Request(url, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json", "User-Agent": "envgen-lock"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            raise LookupError(url) from e
-        raise OSError(f"HTTP {e.code}") from e
-    except ValueError as e:
-        raise OSError(f"not JSON: {e}") from e
+                 tags=tuple(data.get("tags") or ()), direct=dict(data.get("direct") or {}),
+                 closure=data.get("closure") if isinstance(data.get("closure"), dict) else None)
 
 
 def default_tags(python: str) -> tuple[str, ...]:
     """Wheel tags for CPython `python` on glibc x86_64 Linux, when the image did not say."""
-    major, minor = (int(x) for x in python.split("."))
-    plats = [f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)] + [
-        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
-    return tuple(str(t) for t in [*cpython_tags((major, minor), platforms=plats),
-                                  *compatible_tags((major, minor), platforms=plats)])
-
-
-def _pick(files: list, name: str, version: str, tags: tuple[str, ...]):
-    """The file pip would choose for name==version: the best-ranked wheel, else the sdist."""
-    want, rank = canonicalize_name(name), {t: i for i, t in enumerate(tags)}
-    try:
-        ver = Version(version)
-    except InvalidVersion:
-        return None, False
-    best, sdist = None, None
-    for f in files:
-        fn = f.get("filename", "")
-        try:
-            if fn.endswith(".whl"):
-                n, v, _b, ftags = parse_wheel_filename(fn)
-                r = min((rank[str(t)] for t in ftags if str(t) in rank), default=None)
-                if n == want and v == ver and r is not None and (best is None or r < best[0]):
-                    best = (r, f)
-            elif fn.endswith((".tar.gz", ".zip")):
-                n, v = parse_sdist_filename(fn)
-                if n == want and v == ver:
-                    sdist = f
-        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-            continue
-    return (best[1], False) if best else (sdist, sdist is not None)
+    return platform_tags(python)
 
 
 def pin(name: str, version: str, probe: Probe, stack: Stack, fetch=fetch_json,
@@ -186,13 +141,16 @@ def requirements(probe: Probe, stack: Stack, fetch=fetch_json, workers: int = 8)
 
 
 def cert_summary(cert: dict | None) -> dict | None:
+    """The certificate as the lock carries it: whole (host, report, checks), plus the
+    summary fields a reviewer reads first."""
     if not cert:
         return None
     host = cert.get("host") or {}
-    return {"image_id": cert.get("image_id"), "level": cert.get("level"),
-            "passed": bool(cert.get("passed")), "created": cert.get("created"),
-            "gpus": [g.get("name") for g in host.get("gpus") or []],
-            "driver": host.get("driver")}
+    summary = {"image_id": cert.get("image_id"), "level": cert.get("level"),
+               "passed": bool(cert.get("passed")), "created": cert.get("created"),
+               "gpus": [g.get("name") for g in host.get("gpus") or []],
+               "driver": host.get("driver")}
+    return {**{k: v for k, v in cert.items() if not k.startswith("_")}, **summary}
 
 
 def certified_images(load_all=certs.load_all, exists=lambda _id: True):
@@ -223,83 +181,34 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
     base_name = t.labels.get("org.opencontainers.image.base.name")
     base_img = image_or_none(c, base_name) if base_name else None
     p = probe(c, t.image_id)
+    img = c.images.get(t.image_id)
+    layers = list((img.attrs.get("RootFS") or {}).get("Layers") or [])
+    closure_info, unlocked = None, []
+    if p.closure is not None:
+        # The image holds the closure it was installed from (--require-hashes --no-deps):
+        # that is what the lock pins, after the same validation as any lock value.
+        cl = parse_closure(p.closure, f"{ref}:{CLOSURE_IN_IMAGE}")
+        reqs = [pin.to_json() for pin in cl.pins]
+        closure_info = {"key": cl.key, "resolver": cl.resolver, "created": cl.created}
+        have = {canonicalize_name(x.name) for x in cl.pins}
+        unlocked = sorted(n for n in p.packages if canonicalize_name(n) not in have)
+    else:
+        reqs = requirements(p, st, fetch)
     return st.stack, {
         "stack": st.to_json(),
-        "image": {"tag": tag, "id": t.image_id,
-                  "repo_digests": list(t.repo_digests)},
+        "image": {"tag": tag, "id": t.image_id, "repo_digests": list(t.repo_digests),
+                  "pinned": None, "layers": layers},
         "base": {"reference": st.base.reference, "name": base_name,
                  "id": base_img.id if base_img is not None else None},
         "python": {"version": p.python, "tag": p.tags[0] if p.tags else None},
-        "requirements": requirements(p, st, fetch),
+        "closure": closure_info,
+        "requirements": reqs,
+        "unlocked": unlocked,
         "certificate": cert_summary(cert_for(t.image_id)),
     }
 
 
 # ---- the lock file ------------------------------------------------------------------------
-
-def _line_of(text: str, needle: str, start: int = 0) -> int | None:
-    i = text.find(needle, start)
-    return text.count("\n", 0, i) + 1 if i >= 0 else None
-
-
-def parse_lock(text: str, name: str) -> dict:
-    """A lock file's content, or InputError with file:line naming what is wrong."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not a valid lock file: {e.msg} (column {e.colno})", file=name,
-                         line=e.lineno) from None
-    if not isinstance(data, dict):
-        raise InputError("a lock file must be a JSON object", file=name, line=1)
-    for key in ("lock_version", "created", "matrix_sha256", "stacks"):
-        if key not in data:
-            raise InputError(f"missing key {key!r}", file=name, line=1)
-    if data["lock_version"] != LOCK_VERSION:
-        raise InputError(f"lock_version {data['lock_version']!r} is not supported (this "
-                         f"envgen reads {LOCK_VERSION})", file=name,
-                         line=_line_of(text, '"lock_version"'))
-    if not isinstance(data["stacks"], dict):
-        raise InputError("'stacks' must be an object of stack name → entry", file=name,
-                         line=_line_of(text, '"stacks"'))
-    for stack, entry in data["stacks"].items():
-        line = _line_of(text, json.dumps(stack) + ":") or _line_of(text, '"stacks"')
-
-        def bad(what, line=line, stack=stack):
-            return InputError(f"stack {stack!r}: {what}", file=name, line=line)
-        if not isinstance(entry, dict):
-            raise bad("the entry must be an object")
-        for key, kind in (("stack", dict), ("image", dict), ("base", dict),
-                          ("requirements", list)):
-            if not isinstance(entry.get(key), kind):
-                raise bad(f"missing key {key!r}" if key not in entry else
-                          f"{key!r} must be a{'n object' if kind is dict else ' list'}")
-        for key in ("id", "tag"):
-            if key not in entry["image"]:
-                raise bad(f"missing key 'image.{key}'")
-        for i, req in enumerate(entry["requirements"]):
-            if not isinstance(req, dict) or not all(k in req for k in ("name", "version",
-                                                                      "hashes")):
-                raise bad(f"requirements[{i}] needs 'name', 'version' and 'hashes'")
-        try:
-            Stack.from_json(entry["stack"])
-        except KeyError as e:
-            raise bad(f"missing key 'stack.{e.args[0]}'") from None
-        except (TypeError, AttributeError, ValueError) as e:
-            raise bad(f"'stack' is not a resolved stack ({e})") from None
-    return data
-
-
-def read_lock(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such lock file (create one with `envgen lock`)",
-                         file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the lock file: {e}", file=str(path)) from None
-    return parse_lock(text, str(path))
-
 
 def write_lock(path: str | Path, entries: dict, matrix_sha256: str) -> dict:
     """Merge `entries` into the lock at `path` under an exclusive lock; returns the result.

@@ -129,6 +129,12 @@ class WheelSource(Located):
     url: str = ""
 
 
+# What a local Debian base holds, and the version of its recipe (templates/build-base.sh.j2):
+# a change to either names a new base.
+LOCAL_BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
+LOCAL_BASE_RECIPE = 2
+
+
 @dataclass(frozen=True)
 class BaseImage(Located):
     name: str = ""
@@ -139,10 +145,37 @@ class BaseImage(Located):
     snapshot: str | None = None
     python: str = ""
     os: str = ""
+    glibc: str = ""
     cuda: str | None = None
     cuda_compat: bool = False
     provides: tuple[tuple[str, str], ...] = ()
     default: bool = False
+
+    @property
+    def local_tag(self) -> str:
+        """A local base's tag, named by everything that makes it (suite, snapshot, packages,
+        recipe), so a cached base is found without asking the network."""
+        import hashlib
+        import json
+        key = json.dumps({"suite": self.suite, "snapshot": self.snapshot,
+                          "packages": LOCAL_BASE_PACKAGES, "variant": "minbase",
+                          "recipe": LOCAL_BASE_RECIPE}, sort_keys=True)
+        return f"{self.image}:{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+    @property
+    def snapshot_epoch(self) -> int | None:
+        """The snapshot as seconds since 1970 (SOURCE_DATE_EPOCH for the base's files)."""
+        if not self.snapshot:
+            return None
+        import calendar
+        import time
+        return calendar.timegm(time.strptime(self.snapshot, "%Y%m%dT%H%M%SZ"))
+
+    @property
+    def platform(self) -> str:
+        """The wheel platform pip inside this base accepts, newest manylinux first."""
+        return f"manylinux_{self.glibc.replace('.', '_')}_x86_64" if self.glibc else \
+            "manylinux_2_17_x86_64"
 
     @property
     def reference(self) -> str:
@@ -150,13 +183,13 @@ class BaseImage(Located):
         if self.digest and "@" not in self.image:
             return f"{self.image}@{self.digest}"
         if self.kind == "local" and ":" not in self.image:
-            return f"{self.image}:{self.name}"
+            return self.local_tag
         return self.image
 
     def to_json(self) -> dict:
         return {"name": self.name, "image": self.image, "kind": self.kind,
                 "digest": self.digest, "suite": self.suite, "snapshot": self.snapshot,
-                "python": self.python, "os": self.os, "cuda": self.cuda,
+                "python": self.python, "os": self.os, "glibc": self.glibc, "cuda": self.cuda,
                 "cuda_compat": self.cuda_compat, "provides": dict(self.provides)}
 
 
@@ -233,7 +266,7 @@ class Stack:
         base = BaseImage(source="label", name=b["name"], kind=b["kind"], image=b["image"],
                          digest=b.get("digest"), suite=b.get("suite"),
                          snapshot=b.get("snapshot"), python=b.get("python", ""),
-                         os=b.get("os", ""), cuda=b.get("cuda"),
+                         os=b.get("os", ""), glibc=b.get("glibc", ""), cuda=b.get("cuda"),
                          cuda_compat=bool(b.get("cuda_compat")),
                          provides=tuple(sorted((b.get("provides") or {}).items())))
         fw = data["framework"]
@@ -254,3 +287,50 @@ class Stack:
 
     def replace(self, **changes) -> "Stack":
         return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One distribution of a closure: the exact file pip installs and its sha256, or the
+    reason there is no hash (an index that publishes none)."""
+
+    name: str
+    version: str
+    file: str | None = None
+    sha256: str | None = None
+    note: str | None = None
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "version": self.version, "file": self.file,
+               "hashes": [f"sha256:{self.sha256}"] if self.sha256 else []}
+        if self.note:
+            out["hash_note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class Closure:
+    """Every distribution an image's environment holds, resolved once for one set of inputs
+    (requirements, Python, platform, index) and keyed by their sha256."""
+
+    key: str
+    inputs: dict = field(hash=False, compare=False)
+    pins: tuple[Pin, ...] = ()
+    resolver: str = ""
+    created: str = ""           # UTC, 2026-12-01T09:40:00Z
+    stack: str = ""
+
+    @property
+    def epoch(self) -> int:
+        import calendar
+        import time
+        return calendar.timegm(time.strptime(self.created, "%Y-%m-%dT%H:%M:%SZ"))
+
+    def to_json(self) -> dict:
+        return {"closure_version": 1, "stack": self.stack, "key": self.key,
+                "inputs": self.inputs, "resolver": self.resolver, "created": self.created,
+                "packages": [p.to_json() for p in self.pins]}

@@ -179,12 +179,15 @@ def test_render_writes_the_build_context(capsys, tmp_path):
     names = {p.name for p in (tmp_path / "ctx").iterdir()}
     assert {"Dockerfile", "requirements.txt", "environment.yml", "stack.json",
             "torch_smoke.py"} <= names
-    assert not [n for n in names if n.startswith(".")], "no staging leftovers"
+    assert not [n for n in names if n.startswith(".envgen-render")], "no staging leftovers"
+    assert (tmp_path / "ctx" / ".dockerignore").is_file()
     stack = json.loads((tmp_path / "ctx" / "stack.json").read_text())
     assert stack["stack"] == "pytorch-cu121"
 
 
-def test_render_json_lists_the_files(capsys, tmp_path):
+def test_render_json_lists_the_files(capsys, tmp_path, monkeypatch):
+    from closures import use_fake_resolver
+    use_fake_resolver(monkeypatch, tmp_path)
     rc, d = run_json(capsys, "render", "pytorch-cpu", "-o", str(tmp_path))
     assert rc == 0 and d["stack"]["stack"] == "pytorch-cpu"
     assert {p.rsplit("/", 1)[-1] for p in d["files"]} >= {"Dockerfile", "stack.json"}

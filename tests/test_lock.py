@@ -168,13 +168,15 @@ def test_lock_entry_records_image_base_packages_and_certificate(stack):
     assert name == "pytorch-cu121"
     assert e["stack"] == stack.to_json()
     assert e["image"] == {"tag": "envgen/pytorch-cu121:2.3.1-py3.11", "id": CERT["image_id"],
-                          "repo_digests": []}
+                          "repo_digests": [], "pinned": None, "layers": []}
     assert e["base"] == {"reference": stack.base.reference,
                          "name": "envgen/base:debian-bookworm-abc", "id": base.id}
     assert e["requirements"][0]["hashes"] == [f"sha256:{SIX_116}"]
-    assert e["certificate"] == {"image_id": CERT["image_id"], "level": "gpu", "passed": True,
-                                "created": "2026-11-30T08:00:00Z", "gpus": ["NVIDIA H200"],
-                                "driver": "580.95.05"}
+    summary = {"image_id": CERT["image_id"], "level": "gpu", "passed": True,
+               "created": "2026-11-30T08:00:00Z", "gpus": ["NVIDIA H200"],
+               "driver": "580.95.05"}
+    assert summary.items() <= e["certificate"].items()
+    assert e["certificate"]["host"] == CERT["host"], "the whole certificate travels in the lock"
 
 
 def test_lock_entry_of_an_image_not_built_by_envgen_is_input_error(stack):
@@ -198,7 +200,8 @@ def entry(stack, image_id="sha256:" + "1" * 64):
     return {"stack": stack.to_json(), "image": {"tag": "t:1", "id": image_id,
                                                 "repo_digests": []},
             "base": {"reference": "envgen/base", "name": None, "id": None},
-            "requirements": [{"name": "six", "version": "1.16.0", "hashes": []}],
+            "requirements": [{"name": "six", "version": "1.16.0", "hashes": [],
+                              "hash_note": "test entry"}],
             "certificate": None}
 
 

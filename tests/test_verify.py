@@ -59,7 +59,9 @@ def test_verify_passes_when_image_id_certificate_and_packages_match(stack):
     c = FakeClient(image_of(stack))
     r = vf.verify(c, lock_of(stack, **{"pytorch-cu121": e}),
                   probe=probe_of({"six": "1.16.0"}), cert_for=lambda i: PASSED)
-    assert r == {"ok": True, "stacks": {"pytorch-cu121": {"ok": True, "drift": []}}}
+    assert r["ok"] and r["stacks"] == {"pytorch-cu121": {"ok": True, "drift": [],
+                                                         "pulled": False}}
+    assert any("base.id" in s for s in r["not_checked"]), "says what it does not check"
 
 
 def test_verify_catches_a_retagged_image_and_its_package_change(stack):
@@ -102,10 +104,10 @@ def test_verify_rebuild_compares_the_rebuilt_packages_and_removes_its_tag(stack)
     c = FakeClient(FakeImage(PINNED, ["t:1"], {}))
     built = []
 
-    def rebuild(st, tag):
+    def rebuild(st, tag, closure):
         built.append((st.stack, tag))
         c.images.add(FakeImage("sha256:" + "7" * 64, [tag], {}))
-        return "sha256:" + "7" * 64
+        return "sha256:" + "7" * 64, ["sha256:" + "9" * 64]
 
     def probe(c, ref):
         return lk.Probe("3.11", {"six": "1.17.0" if ref.endswith("7" * 64) else "1.16.0"})

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Install and start what envgen needs on a Debian host, idempotently: Docker's engine
-# (Debian's docker.io, for BuildKit through its 20.10 client), mmdebstrap (local bases),
-# and a virtual environment with envgen and its test tools. Run as root or with sudo.
+# (Debian's docker.io, for BuildKit through its 20.10 client), docker buildx (for
+# `docker buildx bake`), mmdebstrap (local bases), Debian's docker-registry (the real OCI
+# registry the tests push to), and a virtual environment with envgen and its test tools.
+# Run as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -9,11 +11,27 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v curl >/dev/null || need+=(curl)
+command -v ip >/dev/null || need+=(iproute2)
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# docker buildx: bookworm has none; trixie's 0.13.1 is a static Go plugin that needs only
+# libc6 >= 2.34, so its .deb installs on bookworm without pulling newer libraries. Pinned
+# by sha256, like everything else envgen installs.
+if [ "$(dpkg --print-architecture)" = amd64 ] && [ ! -x /usr/libexec/docker/cli-plugins/docker-buildx ]; then
+  deb=docker-buildx_0.13.1+ds1-3_amd64.deb
+  sha=fcf8c48204d1603c8f209451d7827eb91bf30759578baf7704e9e1a87e5f1d7f
+  tmp=$(mktemp -d)
+  curl -fsSL -o "$tmp/$deb" "http://deb.debian.org/debian/pool/main/d/docker-buildx/$deb"
+  echo "$sha  $tmp/$deb" | sha256sum -c --quiet -
+  $SUDO dpkg -i "$tmp/$deb" >/dev/null
+  rm -rf "$tmp"
 fi
 
 if ! $SUDO docker info >/dev/null 2>&1; then
@@ -26,10 +44,19 @@ if ! $SUDO docker info >/dev/null 2>&1; then
   for _ in $(seq 60); do $SUDO docker info >/dev/null 2>&1 && break; sleep 1; done
   $SUDO docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/dockerd.log"; exit 3; }
 fi
+# A dockerd started with --bridge=none elsewhere on the host deletes docker0, and builds
+# then fail to start their steps; put the default bridge back as dockerd made it.
+if ! ip link show docker0 >/dev/null 2>&1 && [ -z "${ENVGEN_NO_BRIDGE_FIX:-}" ]; then
+  $SUDO ip link add docker0 type bridge && $SUDO ip addr add 172.17.0.1/16 dev docker0 \
+    && $SUDO ip link set docker0 up && echo "restored the docker0 bridge"
+fi
 
-if [ ! -x .venv/bin/envgen ]; then
-  python3 -m venv .venv
+# (Re)install when the venv is missing or holds an older envgen than this checkout.
+want=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' envgen/__init__.py)
+if [ ! -x .venv/bin/envgen ] || [ "$(.venv/bin/envgen --version 2>/dev/null)" != "envgen $want" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip uninstall -q -y envgen >/dev/null 2>&1 || true
   .venv/bin/pip install -q -e '.[test]'
 fi
 # torch (CPU is enough) for `envgen smoke` and the payload's own tests

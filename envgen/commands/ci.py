@@ -12,7 +12,8 @@ def run(args) -> int:
     specs = list(args.specs) or ci.default_specs(m.stack_names())
     stacks = [resolve_for(args, m, s) for s in specs]   # a bad spec is exit 2 before printing
     if args.kind == "github":
-        sys.stdout.write(ci.github_workflow(specs))
+        sys.stdout.write(ci.github_workflow(specs, envgen_source=args.envgen_source,
+                                            registry=args.registry))
         return 0
     sys.stdout.write(ci.bake(stacks))
     return 0

@@ -1,11 +1,11 @@
-"""`envgen lock [SPEC…] [-o envgen.lock]`."""
+"""`envgen lock [SPEC|IMAGE…] [--push REPOSITORY] [--merge LOCK…] [-o envgen.lock]`."""
 from __future__ import annotations
 
 import sys
 
 from .. import engine
 from .. import lock as lk
-from ..errors import InputError
+from ..errors import CheckFailed, InputError
 from ._common import load_matrix_for, out_json, progress, resolve_for
 
 
@@ -34,16 +34,43 @@ def _refs(args, c, m) -> tuple[list[str], list]:
     return refs, []
 
 
+def _push(c, name: str, entry: dict, repository: str, quiet: bool) -> None:
+    """Push a certified image and pin its manifest digest in the entry."""
+    from ..build import split_tag
+    from ..registry import push
+    cert = entry.get("certificate")
+    if not cert or not cert.get("passed") or cert.get("image_id") != entry["image"]["id"]:
+        raise CheckFailed(f"{name}: {entry['image']['id'][:19]} has no passing certificate; "
+                          f"only certified images are pushed (run `envgen certify`)")
+    target = f"{repository}/{name}"
+    tag = split_tag(entry["image"]["tag"] or "")[1] if entry["image"]["tag"] else "latest"
+    if not quiet:
+        progress(f"pushing {name} to {target}:{tag}")
+    entry["image"]["pinned"] = push(c, entry["image"]["id"], target, tag)
+    img = c.images.get(entry["image"]["id"])
+    entry["image"]["repo_digests"] = sorted(img.attrs.get("RepoDigests") or [])
+
+
 def run(args) -> int:
     m = load_matrix_for(args)
-    c = engine.client()
-    refs, skipped = _refs(args, c, m)
-    entries = {}
-    for ref in refs:
-        if not args.json:
-            progress(f"locking {ref}: listing its packages and fetching wheel hashes")
-        name, entry = lk.lock_entry(c, ref)
-        entries[name] = entry
+    entries, skipped = {}, []
+    for path in args.merge or ():
+        entries.update(lk.read_lock(path)["stacks"])
+    if args.push:
+        from ..registry import parse_repository
+        parse_repository(args.push)
+    if args.specs or not args.merge:
+        c = engine.client()
+        refs, skipped = _refs(args, c, m)
+        for ref in refs:
+            if not args.json:
+                progress(f"locking {ref}: reading its closure and certificate")
+            name, entry = lk.lock_entry(c, ref)
+            if args.push:
+                _push(c, name, entry, args.push, args.json)
+            elif entry["image"]["pinned"] is None:
+                entry["image"]["pinned"] = _pinned_before(args.output, name, entry)
+            entries[name] = entry
     data = lk.write_lock(args.output, entries, m.sha256)
     if args.json:
         out_json({"lock": args.output, "locked": sorted(entries),
@@ -57,12 +84,29 @@ def run(args) -> int:
         cert = e["certificate"]
         cert_text = (f"certificate {'passed' if cert['passed'] else 'FAILED'} at level "
                      f"{cert['level']} ({cert['created']})" if cert else "no certificate")
-        print(f"{name}: {e['image']['tag'] or '-'} {e['image']['id'][:19]}, "
-              f"{len(reqs)} packages ({hashed} hash-pinned), {cert_text}")
+        where = e["image"].get("pinned") or e["image"]["tag"] or "-"
+        print(f"{name}: {where} {e['image']['id'][:19]}, {len(reqs)} distributions "
+              f"({hashed} hash-pinned), {cert_text}")
         for r in reqs:
             if not r["hashes"]:
                 print(f"  no hash for {r['name']}=={r['version']}: {r['hash_note']}")
+        for n in e.get("unlocked") or ():
+            print(f"  installed but not in the closure: {n}")
     for s, why in skipped:
         print(f"skipped {s}: {why}", file=sys.stderr)
     print(f"wrote {args.output} ({len(data['stacks'])} stack(s))")
     return 0
+
+
+def _pinned_before(path: str, name: str, entry: dict):
+    """Re-locking an image that the lock already pins by digest keeps that digest, when
+    the image still carries it (e.g. after a GPU certification on a teammate's machine)."""
+    import os
+    if not os.path.exists(path):
+        return None
+    old = lk.read_lock(path)["stacks"].get(name) or {}
+    pinned = (old.get("image") or {}).get("pinned")
+    if pinned and old["image"].get("id") == entry["image"]["id"]:
+        return pinned
+    digest = next((d for d in entry["image"]["repo_digests"] if "@sha256:" in d), None)
+    return digest

@@ -1,4 +1,5 @@
-"""`envgen verify LOCK [--rebuild]`: exit 0 when nothing drifted, 1 with the drift."""
+"""`envgen verify LOCK [--rebuild] [--no-pull]`: exit 0 when nothing drifted, 1 with the
+drift, 3 when a registry or daemon needed for the check does not answer."""
 from __future__ import annotations
 
 import sys
@@ -13,21 +14,29 @@ from ._common import out_json, progress
 def run(args) -> int:
     lock = read_lock(args.lock)          # bad lock file: InputError with file:line, exit 2
     c = engine.client()
+    quiet = (lambda _m: None) if args.json else progress
     rebuild = None
     if args.rebuild:
         from ..build import build
 
-        def rebuild(stack, tag):
-            if not args.json:
-                progress(f"rebuilding {stack.stack} from the lock as {tag}")
-            return build(stack, tag=tag, client=c,
-                         progress=(lambda _m: None) if args.json else progress).image_id
-    result = verify(c, lock, rebuild=rebuild)
+        def rebuild(stack, tag, closure):
+            quiet(f"rebuilding {stack.stack} from the lock as {tag}")
+            res = build(stack, tag=tag, client=c, progress=quiet, closure=closure)
+            return res.image_id, res.layers
+    pull = None
+    if not args.no_pull:
+        from ..registry import pull as registry_pull
+
+        def pull(client, ref):
+            quiet(f"pulling {ref}")
+            return registry_pull(client, ref)
+    result = verify(c, lock, rebuild=rebuild, pull=pull)
     if args.json:
         out_json(result)
         return 0 if result["ok"] else CheckFailed.exit_code
     for name, st in result["stacks"].items():
-        print(f"{name}: {'ok' if st['ok'] else 'DRIFT'}")
+        print(f"{name}: {'ok' if st['ok'] else 'DRIFT'}" + (" (pulled by digest)"
+                                                           if st.get("pulled") else ""))
         for d in st["drift"]:
             print(f"  - {d['message']}")
     if not result["ok"]:
@@ -35,5 +44,7 @@ def run(args) -> int:
         print(f"{len(bad)} of {len(result['stacks'])} stack(s) drifted from {args.lock}",
               file=sys.stderr)
         return CheckFailed.exit_code
-    print(f"{args.lock}: all {len(result['stacks'])} stack(s) match")
+    print(f"{args.lock}: all {len(result['stacks'])} stack(s) match: image IDs, "
+          f"certificates, closures with their sha256s, installed packages"
+          + (", rebuilt layers" if args.rebuild else ""))
     return 0

@@ -128,7 +128,8 @@ def _build(entries, sha, problems) -> Matrix:
         m.bases.append(BaseImage(
             **loc(raw, f, ln), name=raw["name"], kind=raw["kind"], image=raw["image"],
             digest=raw.get("digest"), suite=raw.get("suite"), snapshot=raw.get("snapshot"),
-            python=raw["python"], os=raw.get("os", ""), cuda=raw.get("cuda"),
+            python=raw["python"], os=raw.get("os", ""), glibc=raw.get("glibc", ""),
+            cuda=raw.get("cuda"),
             cuda_compat=raw.get("cuda_compat", False),
             provides=tuple(sorted((raw.get("provides") or {}).items())),
             default=raw.get("default", False)))

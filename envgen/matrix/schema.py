@@ -91,7 +91,8 @@ SECTIONS = {
          "python": PYTHON},
         {"digest": DIGEST, "suite": {"anyOf": [NAME, {"type": "null"}]},
          "snapshot": {"type": ["string", "null"], "pattern": r"^[0-9]{8}T[0-9]{6}Z$"},
-         "os": NAME, "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
+         "os": NAME, "glibc": {"type": "string", "pattern": r"^2\.[0-9]{2}$"},
+         "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
          "cuda_compat": {"type": "boolean"}, "provides": PINS,
          "default": {"type": "boolean"}})),
 }

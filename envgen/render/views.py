@@ -4,12 +4,31 @@ from __future__ import annotations
 import json
 
 from .. import __version__
-from ..model import Stack
+from ..model import LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
 from .env import environment
 
 UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
 PAYLOAD_DIR = "/opt/envgen"
 FILES = ("Dockerfile", "requirements.txt", "environment.yml", "stack.json")
+PIP_CACHE = "/root/.cache/pip"
+# Mount points of the install steps. They exist before the first mount (made in the user
+# step), so BuildKit never creates and removes a stub for them and no layer records one.
+REQ_MOUNT = f"{PAYLOAD_DIR}/req"
+SRC_MOUNT = f"{PAYLOAD_DIR}/src"
+# Stamps every file a step wrote with SOURCE_DATE_EPOCH (the closure's time), skipping the
+# kernel's and BuildKit's mounts: the layer's tar then depends only on its inputs. The
+# engine's own `rewrite-timestamp` needs BuildKit 0.13; this works on every BuildKit.
+STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc/resolv.conf "
+         f"-o -path /etc/hosts -o -path /etc/hostname -o -path {PIP_CACHE} -o -path "
+         f"{REQ_MOUNT} -o -path {SRC_MOUNT} \\) -prune -o -newermt \"@$SOURCE_DATE_EPOCH\" "
+         "-exec touch --no-dereference --date=\"@$SOURCE_DATE_EPOCH\" {} +")
+CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
+# The venv is made without pip: the locked pip and setuptools are installed into it by the
+# distribution's own pip wheel, run from the wheel file, so no step deletes a file a lower
+# layer holds. (A deletion is a whiteout in the layer, stamped with the time of the build.)
+PIP = "pip"
+BOOTSTRAP_PIP = ('python "$(set -- /usr/share/python-wheels/pip-*.whl; '
+                 'echo "$1")/pip"')
 
 
 def requirement(name: str, version: str) -> str:
@@ -17,20 +36,45 @@ def requirement(name: str, version: str) -> str:
     return f"{name}{version}" if version[:1] in "<>=!~" else f"{name}=={version}"
 
 
-def _split(stack: Stack) -> tuple[list, list, list]:
-    """pip pins in cache-friendly layers: CUDA libraries, the framework, the companions."""
-    pins = stack.pip_packages
-    fw = stack.framework_package
-    cuda = sorted(requirement(n, v) for n, v in pins.items()
-                  if n.startswith("nvidia-") or n in ("cuda-toolkit", "triton"))
-    framework = [requirement(fw, pins[fw])] if fw in pins else []
-    extras = sorted(requirement(n, v) for n, v in pins.items()
-                    if requirement(n, v) not in cuda and n != fw)
-    return cuda, framework, extras
+def _layer_of(pin: Pin, stack: Stack) -> int:
+    """Cache-friendly order: tools, CUDA libraries, the framework (with what it needs),
+    the companions; a layer changes only when its own pins do."""
+    if pin.name in ("pip", "setuptools", "wheel"):
+        return 0
+    if pin.name.startswith("nvidia-") or pin.name in ("cuda-toolkit", "triton") or \
+            pin.name.startswith("cuda-"):
+        return 1
+    if pin.name in stack.companions:
+        return 3
+    return 2
 
 
-def image_labels(stack: Stack, base_ref: str) -> list[tuple[str, str]]:
-    return [
+LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions")
+LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions")
+
+
+def install_layers(stack: Stack, closure: Closure) -> list[dict]:
+    provided = {n.lower() for n, _ in stack.base.provides}
+    groups: list[list[Pin]] = [[], [], [], []]
+    for pin in closure.pins:
+        if pin.name.lower() not in provided:
+            groups[_layer_of(pin, stack)].append(pin)
+    layers = []
+    for i, pins in enumerate(groups):
+        if not pins:
+            continue
+        unhashed = [p for p in pins if not p.sha256]
+        bootstrap = i == 0 and stack.base.kind != "framework"
+        layers.append({"title": LAYER_TITLES[i], "dir": LAYER_DIRS[i], "pins": pins,
+                       "pip": BOOTSTRAP_PIP if bootstrap else PIP,
+                       "count": len(pins), "hashed": not unhashed,
+                       "unhashed": [(p.requirement, p.note) for p in unhashed]})
+    return layers
+
+
+def image_labels(stack: Stack, base_ref: str, closure: Closure | None = None
+                 ) -> list[tuple[str, str]]:
+    labels = [
         ("org.opencontainers.image.title", f"envgen {stack.stack}"),
         ("org.opencontainers.image.description",
          f"{stack.framework_package} {stack.version} ({stack.variant}) on Python "
@@ -42,14 +86,16 @@ def image_labels(stack: Stack, base_ref: str) -> list[tuple[str, str]]:
         ("org.opencontainers.image.licenses", "Apache-2.0"),
         ("io.envgen.version", __version__),
         ("io.envgen.matrix.sha256", stack.matrix_sha256),
-        ("io.envgen.stack", json.dumps(stack.to_json(), sort_keys=True,
-                                       separators=(",", ":"))),
     ]
+    if closure is not None:
+        labels.append(("io.envgen.closure.sha256", closure.key))
+    labels.append(("io.envgen.stack", json.dumps(stack.to_json(), sort_keys=True,
+                                                 separators=(",", ":"))))
+    return labels
 
 
-def dockerfile_view(stack: Stack, base_ref: str | None = None,
+def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
                     buildkit: bool = True) -> dict:
-    cuda, framework, extras = _split(stack)
     base = stack.base
     ref = base_ref or base.reference
     env = [("NVIDIA_VISIBLE_DEVICES", "all"),
@@ -58,31 +104,49 @@ def dockerfile_view(stack: Stack, base_ref: str | None = None,
         env.append(("NVIDIA_REQUIRE_CUDA", stack.require_cuda))
     if base.cuda_compat:
         env.append(("LD_LIBRARY_PATH", "/usr/local/cuda/compat:/usr/local/nvidia/lib64"))
+    payload = f"{stack.smoke}_smoke.py"
+    apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))
     return {
         "envgen_version": __version__,
         "stack": stack,
+        "closure": closure,
         "base_ref": ref,
         "base_pinned": "@sha256:" in ref or base.kind == "local",
+        "local_base": base.kind == "local",
         "install_python": base.kind == "registry",
+        "apt_snapshot": apt_snapshot,
+        "apt_source": (f"deb http://snapshot.ubuntu.com/ubuntu/{base.snapshot} {base.suite} "
+                       f"main universe") if apt_snapshot else "",
         "make_venv": base.kind != "framework",
+        # A framework base's own files are newer than any epoch we could choose: stamping
+        # them would copy the whole base into the layer, so such builds are not bit-exact.
+        "stamp": STAMP if base.kind != "framework" else "true",
+        "reproducible": base.kind != "framework",
+        "epoch": closure.epoch,
         "uid": UID,
         "index_url": stack.index_url,
-        "layers": [(name, pins) for name, pins in
-                   (("CUDA libraries", cuda), ("framework", framework),
-                    ("companions", extras)) if pins],
+        "layers": install_layers(stack, closure),
         "env": env,
-        "labels": image_labels(stack, ref),
+        "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
-        "payload": f"{stack.smoke}_smoke.py",
-        "command": ["python", f"{PAYLOAD_DIR}/{stack.smoke}_smoke.py"],
+        "pip_cache": PIP_CACHE,
+        "req_mount": REQ_MOUNT,
+        "src_mount": SRC_MOUNT,
+        "payload": payload,
+        "copied": [payload, "stack.json", "requirements.txt", "closure.json"],
+        "command": ["python", f"{PAYLOAD_DIR}/{payload}"],
         "buildkit": buildkit,
     }
 
 
-def requirements_view(stack: Stack) -> dict:
-    cuda, framework, extras = _split(stack)
-    return {"stack": stack, "index_url": stack.index_url,
-            "pins": cuda + framework + extras,
+def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = None,
+                      title: str = "") -> dict:
+    chosen = closure.pins if pins is None else pins
+    return {"stack": stack, "closure": closure, "title": title,
+            "index_url": stack.index_url,
+            "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
+                      "note": p.note} for p in chosen],
+            "hashed": all(p.sha256 for p in chosen),
             "provided": sorted(stack.base.provides)}
 
 
@@ -97,15 +161,44 @@ def conda_view(stack: Stack) -> dict:
                            if n in stack.companions]}
 
 
-def render_texts(stack: Stack, base_ref: str | None = None,
+def base_view(base: BaseImage) -> dict:
+    """The recipe of a local base: mmdebstrap from the pinned snapshot, then docker import
+    under the tag the Dockerfile's FROM names."""
+    return {"base": base, "tag": base.local_tag, "packages": ",".join(LOCAL_BASE_PACKAGES),
+            "epoch": base.snapshot_epoch or 0,
+            "snapshot_mirror": f"https://snapshot.debian.org/archive/debian/{base.snapshot}",
+            # No apt lists or caches in the image; an /etc/hosts of its own, so BuildKit
+            # never creates (and later removes) one under a build step.
+            "hooks": ['rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*',
+                      'printf "127.0.0.1 localhost\\n::1 localhost ip6-localhost\\n" '
+                      '> "$1/etc/hosts"'],
+            "labels": [f"LABEL io.envgen.base={base.name}",
+                       f"LABEL io.envgen.base.suite={base.suite}",
+                       f"LABEL io.envgen.base.snapshot={base.snapshot}",
+                       'CMD ["/bin/bash"]']}
+
+
+def render_base_script(base: BaseImage) -> str:
+    return environment().get_template("build-base.sh.j2").render(**base_view(base))
+
+
+def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
                  buildkit: bool = True) -> dict[str, str]:
-    """Every output file's text for a stack."""
+    """Every output file's text for a stack, by its path inside the build context."""
     env = environment()
-    return {
+    req = env.get_template("requirements.txt.j2")
+    texts = {
         "Dockerfile": env.get_template("Dockerfile.j2").render(
-            **dockerfile_view(stack, base_ref, buildkit)),
-        "requirements.txt": env.get_template("requirements.txt.j2").render(
-            **requirements_view(stack)),
+            **dockerfile_view(stack, closure, base_ref, buildkit)),
+        ".dockerignore": "".join(f"{p}\n" for p in CONTEXT_IGNORE),
+        "requirements.txt": req.render(**requirements_view(stack, closure)),
         "environment.yml": env.get_template("environment.yml.j2").render(**conda_view(stack)),
         "stack.json": json.dumps(stack.to_json(), indent=2, sort_keys=True) + "\n",
+        "closure.json": json.dumps(closure.to_json(), indent=1) + "\n",
     }
+    for layer in install_layers(stack, closure):
+        texts[f"install/{layer['dir']}/requirements.txt"] = req.render(
+            **requirements_view(stack, closure, layer["pins"], layer["title"]))
+    if stack.base.kind == "local":
+        texts["base/build-base.sh"] = render_base_script(stack.base)
+    return texts

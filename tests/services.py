@@ -1,0 +1,214 @@
+"""Real services for tests, on loopback only: an OCI registry (distribution's
+`docker-registry`, Debian package docker-registry) and a second Docker daemon playing a
+teammate's machine. Each is a context manager that skips the test (pytest.skip) where it
+cannot run and leaves nothing behind: process group stopped, temporary folders deleted."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+def first_daemon_answers() -> bool:
+    try:
+        import docker
+        docker.from_env(timeout=10).ping()
+        return True
+    except Exception:  # no SDK, no socket, no answer: all mean the same here
+        return False
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (also what a stopped registry looks like)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _need(binary: str, why: str) -> str:
+    path = shutil.which(binary) or next(
+        (p for p in (f"/usr/bin/{binary}", f"/usr/sbin/{binary}") if os.access(p, os.X_OK)),
+        None)
+    if path is None:
+        pytest.skip(f"{binary} is not installed ({why})")
+    if not first_daemon_answers():
+        pytest.skip("no Docker daemon answers")
+    return path
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 20) -> None:
+    """SIGTERM the process group (each service is its own session), SIGKILL past grace."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-1500:]
+    except OSError:
+        return ""
+
+
+@dataclass
+class Registry:
+    host: str            # 127.0.0.1:PORT, to put in front of a repository path
+    root: Path
+    process: subprocess.Popen
+
+
+@contextmanager
+def registry(root: Path, *, readonly: bool = False, wait_s: float = 15) -> Iterator[Registry]:
+    """A distribution 2.8 registry on 127.0.0.1 (plain HTTP: a loopback registry is
+    insecure by default in dockerd), storing under `root`; read-only refuses every push."""
+    binary = _need("docker-registry", "apt-get install -y docker-registry")
+    storage: dict = {"filesystem": {"rootdirectory": str(root / "storage")},
+                     "maintenance": {"uploadpurging": {"enabled": False}}}
+    if readonly:
+        storage["maintenance"]["readonly"] = {"enabled": True}
+    for _attempt in range(3):   # another process may take the free port before we bind it
+        port = free_port()
+        config = root / "config.yml"
+        config.write_text(json.dumps({   # JSON is YAML
+            "version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
+            "storage": storage, "http": {"addr": f"127.0.0.1:{port}"}}))
+        log = root / "registry.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([binary, "serve", str(config)], stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        try:
+            if _wait_http(f"http://127.0.0.1:{port}/v2/", proc, wait_s):
+                yield Registry(f"127.0.0.1:{port}", root, proc)
+                return
+        finally:
+            _stop(proc)
+        if "address already in use" not in _tail(log):
+            break
+    raise RuntimeError(f"docker-registry did not answer on 127.0.0.1:{port}: {_tail(log)}")
+
+
+def _wait_http(url: str, proc: subprocess.Popen, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+@dataclass
+class Daemon:
+    host: str            # unix:///tmp/envgen-d2-…/docker.sock
+    root: Path
+    process: subprocess.Popen
+
+    def client(self, timeout: int = 60):
+        import docker
+        return docker.DockerClient(base_url=self.host, timeout=timeout)
+
+
+@contextmanager
+def second_daemon(wait_s: float = 60) -> Iterator[Daemon]:
+    """A second dockerd with its own data root, exec root (and so its own managed
+    containerd), pidfile, socket and bridge, and no iptables, so it shares nothing with
+    the first daemon but the kernel. Not `--bridge=none`: a daemon started that way deletes
+    the host's docker0, which the first daemon's builds need. overlay2, not vfs: vfs keeps
+    a full copy of the file system per layer, 40 GB for one CUDA image."""
+    binary = _need("dockerd", "apt-get install -y docker.io")
+    if os.geteuid() != 0:
+        pytest.skip("a second dockerd needs root")
+    if shutil.which("containerd") is None:
+        pytest.skip("containerd is not on PATH (dockerd starts its own from there)")
+    # under /tmp, short: the unix socket path limit is 107 bytes, and containerd's socket
+    # lies deeper still (<exec-root>/containerd/containerd.sock)
+    root = Path(tempfile.mkdtemp(prefix="envgen-d2-", dir="/tmp"))
+    (root / "daemon.json").write_text("{}")   # not /etc/docker/daemon.json: flags would clash
+    host = f"unix://{root}/docker.sock"
+    log = root / "dockerd.log"
+    argv = [binary, "--config-file", str(root / "daemon.json"), "--data-root",
+            str(root / "data"), "--exec-root", str(root / "x"), "--pidfile",
+            str(root / "docker.pid"), "-H", host, "--storage-driver", "overlay2",
+            "--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"]
+    made_bridge = _make_bridge()
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            daemon = Daemon(host, root, proc)
+            if not _wait_ping(daemon, wait_s):
+                raise RuntimeError(f"the second dockerd did not answer on {host}: "
+                                   f"{_tail(log)}")
+            yield daemon
+        finally:
+            _stop(proc)
+    finally:
+        _unmount_under(root)
+        shutil.rmtree(root, ignore_errors=True)
+        if made_bridge:
+            subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+
+
+BRIDGE = "envgen-d2"
+
+
+def _make_bridge() -> bool:
+    """The second daemon's own bridge (True when made here, to delete on teardown)."""
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
+        return False
+    for argv in (["ip", "link", "add", BRIDGE, "type", "bridge"],
+                 ["ip", "addr", "add", "172.31.250.1/24", "dev", BRIDGE],
+                 ["ip", "link", "set", BRIDGE, "up"]):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot make a bridge for the second dockerd: {r.stderr.strip()}")
+    return True
+
+
+def _wait_ping(daemon: Daemon, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and daemon.process.poll() is None:
+        try:
+            c = daemon.client(timeout=5)
+            try:
+                if c.ping():
+                    return True
+            finally:
+                c.close()
+        except Exception:  # the socket is not there yet
+            time.sleep(0.2)
+    return False
+
+
+def _unmount_under(root: Path) -> None:
+    """A daemon killed mid-way may leave mounts (netns, shm) that block deleting its root."""
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for m in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
+        subprocess.run(["umount", "-l", m], capture_output=True)

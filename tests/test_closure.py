@@ -1,0 +1,192 @@
+"""The full closure: what decides its key, what a stored closure may hold (it reaches a
+RUN line and a lock), how the exact file and its hash are chosen, and the resolver edge."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from envgen import closure as cl
+from envgen.errors import EnvironmentMissing, InputError, Unsatisfiable
+from envgen.matrix import load_matrix
+from envgen.model import Pin
+from envgen.resolve import Host, resolve
+from envgen.spec import parse_spec
+
+M = load_matrix()
+BUNDLED = sorted(cl.bundled_dir().glob("*.json"))
+
+
+def stack(spec="pytorch-cu121"):
+    return resolve(M, parse_spec(spec, M), Host())
+
+
+def test_inputs_pin_the_stack_and_add_the_venv_tools_and_the_cuda_line():
+    inputs = cl.inputs_for(stack())
+    assert "torch==2.4.1" in inputs["requirements"]
+    assert {"pip", "setuptools"} <= set(inputs["requirements"])
+    assert inputs["constraints"] == ["nvidia-nvjitlink-cu12==12.1.*"]
+    assert inputs["python"] == "3.11" and inputs["platform"] == "manylinux_2_36_x86_64"
+
+
+def test_the_key_changes_with_every_input_and_only_with_them():
+    inputs = cl.inputs_for(stack())
+    assert cl.key_of(inputs) == cl.key_of(json.loads(json.dumps(inputs)))
+    for k, v in (("python", "3.12"), ("platform", "manylinux_2_39_x86_64"),
+                 ("index_url", "https://mirror.example/simple"), ("constraints", [])):
+        assert cl.key_of({**inputs, k: v}) != cl.key_of(inputs), k
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.name for p in BUNDLED])
+def test_every_bundled_closure_is_valid_and_matches_the_matrix(path):
+    c = cl.load_closure(path)
+    st = stack(path.stem)
+    assert c.key == cl.key_of(cl.inputs_for(st)), \
+        f"{path.name} is stale: rerun tools/refresh_closures.py {path.stem}"
+    assert c.key == cl.key_of(c.inputs)
+    versions = {p.name: p.version for p in c.pins}
+    for name, version in st.pip_packages.items():
+        if version[:1] not in "<>=!~":
+            assert Version(versions[name]) == Version(version), name
+    assert all(p.sha256 for p in c.pins), "PyPI publishes a sha256 for every file"
+    assert {"pip", "setuptools"} <= set(versions)
+
+
+def test_the_bundled_stacks_need_no_resolver_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(cl, "resolve_closure", lambda *a, **k: pytest.fail("resolved"))
+    c, origin = cl.closure_for(stack())
+    assert origin == "bundled closure pytorch-cu121.json" and len(c.pins) > 20
+
+
+def test_a_new_spec_resolves_once_and_is_then_cached(monkeypatch, tmp_path):
+    from closures import fake_closure
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(cl, "resolve_closure", lambda st, **k: calls.append(1) or
+                        fake_closure(st))
+    st = stack("pytorch-cu121,python=3.10")
+    first, o1 = cl.closure_for(st)
+    second, o2 = cl.closure_for(st)
+    assert calls == [1] and o1.startswith("resolved now") and o2.startswith("cached closure")
+    assert first.to_json() == second.to_json()
+    cached = tmp_path / "closures" / f"{first.key}.json"
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o644
+
+
+def test_without_a_stored_closure_and_no_resolving_it_says_how_to_get_one(monkeypatch,
+                                                                           tmp_path):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    with pytest.raises(InputError, match="envgen closure"):
+        cl.closure_for(stack("pytorch-cu121,python=3.10"), resolve=False)
+
+
+# ---- validation: a closure reaches RUN lines and locks ------------------------------------
+
+def good():
+    return json.loads(BUNDLED[0].read_text())
+
+
+@pytest.mark.parametrize("mutate,words", [
+    (lambda d: d.update(key="abc"), "'key' must be 64 hex digits"),
+    (lambda d: d.update(closure_version=2), "closure_version"),
+    (lambda d: d.update(created="yesterday"), "'created'"),
+    (lambda d: d.update(packages=[]), "non-empty list"),
+    (lambda d: d["packages"][0].update(name="six; rm -rf /"), "packages[0].name"),
+    (lambda d: d["packages"][0].update(version="1.0 --index-url=http://evil"), ".version"),
+    (lambda d: d["packages"][0].update(file="../../etc/passwd.whl"), ".file"),
+    (lambda d: d["packages"][0].update(hashes=["sha256:" + "0" * 63]), "hashes[0]"),
+    (lambda d: d["packages"][0].update(hashes=["md5:" + "0" * 32]), "hashes[0]"),
+    (lambda d: d["packages"][0].update(hashes=[], hash_note=None), "no sha256 and no"),
+    (lambda d: d["packages"][0].update(hashes=[], hash_note="a\nRUN id"), "one short line"),
+    (lambda d: d["packages"].append(dict(d["packages"][0])), "listed twice"),
+])
+def test_a_hostile_closure_is_refused_with_the_field(mutate, words):
+    d = good()
+    mutate(d)
+    with pytest.raises(InputError) as e:
+        cl.parse_closure(d, "x.json")
+    assert words in e.value.message and e.value.file == "x.json"
+
+
+# ---- the exact file and its hash ---------------------------------------------------------
+
+def index(*files):
+    return lambda url: {"files": [{"filename": f, "hashes": {"sha256": h}} for f, h in files]}
+
+
+def test_the_most_specific_wheel_for_the_image_wins():
+    fetch = index(("numpy-2.1.0-cp311-cp311-manylinux_2_17_x86_64.whl", "a" * 64),
+                  ("numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "b" * 64),
+                  ("numpy-2.1.0-cp311-cp311-manylinux_2_39_x86_64.whl", "c" * 64),
+                  ("numpy-2.1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "d" * 64),
+                  ("numpy-2.1.0.tar.gz", "e" * 64))
+    p = cl.hash_pin("numpy", "2.1.0", "3.11", "manylinux_2_36_x86_64", "https://x", fetch)
+    assert p.file.endswith("manylinux_2_28_x86_64.whl") and p.sha256 == "b" * 64
+    newer = cl.hash_pin("numpy", "2.1.0", "3.11", "manylinux_2_39_x86_64", "https://x", fetch)
+    assert newer.sha256 == "c" * 64
+
+
+def test_an_index_without_hashes_gives_a_reason_never_silence():
+    fetch = lambda url: {"files": [{"filename": "six-1.16.0-py2.py3-none-any.whl",
+                                    "hashes": {}}]}
+    p = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", fetch)
+    assert p.sha256 is None and "no sha256" in p.note
+
+    def html_only(url):
+        raise OSError("not a JSON simple index")
+    q = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", html_only)
+    assert q.sha256 is None and "JSON simple page" in q.note
+
+
+# ---- the resolver edge, with a stand-in uv ----------------------------------------------
+
+def fake_uv(tmp_path: Path, out: str, err: str = "", code: int = 0) -> str:
+    script = tmp_path / "uv"
+    script.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'uv 9.9.9'; exit 0; fi\n"
+                      f"cat <<'EOF'\n{out}\nEOF\ncat >&2 <<'EOF'\n{err}\nEOF\nexit {code}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_uv_output_becomes_exact_pins(tmp_path):
+    uv = fake_uv(tmp_path, "six==1.16.0\nnumpy==2.1.0 ; python_version >= '3.10'\n")
+    pins, version = cl.compile_pins(cl.inputs_for(stack()), uv)
+    assert pins == {"six": "1.16.0", "numpy": "2.1.0"} and version == "uv 9.9.9"
+
+
+def test_no_solution_is_unsatisfiable_and_a_network_failure_is_the_environment(tmp_path):
+    with pytest.raises(Unsatisfiable, match="No solution found"):
+        cl.compile_pins(cl.inputs_for(stack()),
+                        fake_uv(tmp_path, "", "× No solution found when resolving", 1))
+    with pytest.raises(EnvironmentMissing, match="could not resolve"):
+        cl.compile_pins(cl.inputs_for(stack()),
+                        fake_uv(tmp_path, "", "error: Failed to fetch: pypi.org", 2))
+
+
+def test_a_line_uv_should_never_print_is_refused(tmp_path):
+    with pytest.raises(EnvironmentMissing, match="cannot read"):
+        cl.compile_pins(cl.inputs_for(stack()), fake_uv(tmp_path, "-e git+https://x/y\n"))
+
+
+# ---- the real resolver --------------------------------------------------------------------
+
+@pytest.mark.network
+def test_uv_resolves_the_full_hash_pinned_closure_of_pytorch_cu121_from_pypi():
+    if os.environ.get("ENVGEN_OFFLINE"):
+        pytest.skip("ENVGEN_OFFLINE is set")
+    st = stack()
+    c = cl.resolve_closure(st)
+    versions = {p.name: p.version for p in c.pins}
+    for name, version in st.pip_packages.items():
+        assert versions[name] == version
+    # the transitive ones the matrix does not name are pinned too, on the stack's CUDA line
+    assert {"sympy", "networkx", "filelock", "triton", "pip", "setuptools"} <= set(versions)
+    assert versions["nvidia-nvjitlink-cu12"].startswith("12.1.")
+    assert all(isinstance(p, Pin) and p.sha256 and p.file for p in c.pins)
+    bundled = cl.load_closure(cl.bundled_dir() / "pytorch-cu121.json")
+    assert c.key == bundled.key
