@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 ENVGEN := .venv/bin/envgen
 
-.PHONY: bootstrap demo test test-unit test-docker bench bench-all golden clean
+.PHONY: bootstrap demo test test-unit test-docker bench bench-all golden closures clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -21,12 +21,16 @@ test-docker: bootstrap
 
 bench: bootstrap
 	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md
+	$(PY) bench/reproducible.py --out bench/reproducible.json --markdown docs/benchmarks.md
 
 bench-all: bootstrap
 	$(PY) bench/build_all.py
 
 golden:
 	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py
+
+closures: bootstrap
+	$(PY) tools/refresh_closures.py
 
 clean:
 	rm -rf .pytest_cache build dist *.egg-info

@@ -20,6 +20,33 @@ from .model import Closure, Stack
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
 _ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed running")
+# pip's words for a file whose bytes are not the ones the closure pins:
+#     torch==2.4.1 from https://…/torch-2.4.1-….whl:
+#         Expected sha256 0000…
+#              Got        5fa9…
+_HASH_PACKAGE = re.compile(r"(?:^#\d+ [\d.]+)?\s*([A-Za-z0-9._-]+==\S+) from (https?://\S+)")
+_HASH_EXPECTED = re.compile(r"Expected sha256 ([0-9a-f]{64})")
+_HASH_GOT = re.compile(r"Got\s+([0-9a-f]{64})")
+_NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establish a new "
+                         r"connection|Network is unreachable|No route to host")
+
+
+def explain_failure(lines: list[str]) -> str | None:
+    """One sentence for the failures a user can act on, from the build's own words."""
+    text = "\n".join(lines)
+    if "THESE PACKAGES DO NOT MATCH THE HASHES" in text:
+        pkg = next((m.group(1) for ln in lines if (m := _HASH_PACKAGE.match(ln.strip()))),
+                   "a package")
+        exp, got = _HASH_EXPECTED.search(text), _HASH_GOT.search(text)
+        detail = (f" (the closure pins sha256:{exp.group(1)[:16]}…, the index served "
+                  f"sha256:{got.group(1)[:16]}…)") if exp and got else ""
+        return (f"{pkg} on the index does not match the sha256 its closure pins{detail}: "
+                f"the file changed since the closure was resolved, or the index is not the "
+                f"one it was resolved against")
+    if _NO_NETWORK.search(text):
+        return ("pip inside the build could not reach the package index (no network or no "
+                "DNS in the build's containers; ENVGEN_BUILD_NETWORK=host uses the host's)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -122,12 +149,14 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
         env = {**os.environ, **dict(cli.env)}
         started = time.monotonic()
         last_step, failed_step, error_line = "", "", ""
+        tail: list[str] = []
         with open(log_path, "w") as log:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, env=env, bufsize=1)
             try:
                 for line in proc.stdout:
                     log.write(line)
+                    tail = (tail + [line.rstrip("\n")])[-400:]
                     m = _STEP.match(line.strip())
                     if m and line.strip() != last_step:
                         last_step = line.strip()
@@ -144,6 +173,9 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
                 raise
         if rc != 0 or not iid.exists():
             step = failed_step or last_step or "before the first step"
+            explained = explain_failure(tail)
+            if explained:
+                raise BuildFailed(f"build failed: {explained}; the log is {log_path}")
             why = f" ({error_line[:200]})" if error_line else ""
             raise BuildFailed(f"build failed at {step[:160]}{why}; the log is {log_path}")
         return iid.read_text().strip()

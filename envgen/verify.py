@@ -112,8 +112,10 @@ def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
                   old=pinned, new=by_tag.id)]
         return by_tag.id, drift, False
     if image_or_none(c, pinned) is not None:
+        # A lock that pins a registry digest does not need the machine-local tag.
         return pinned, ([_item("tag-missing", f"tag {tag} is gone; the pinned image "
-                               f"{pinned[:19]} is still here")] if tag else []), False
+                               f"{pinned[:19]} is still here")] if tag and not ref else []), \
+            False
     if ref and pull is not None:
         try:
             img = pull(c, ref)
@@ -124,6 +126,9 @@ def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
         if img.id != pinned:
             return img.id, [_item("image-id", f"pulling {ref} gave image {img.id[:19]}, the "
                                   f"lock pins {pinned[:19]}", old=pinned, new=img.id)], True
+        if tag:   # name it as the lock does, so `docker run TAG` works on this machine too
+            from .build import split_tag
+            img.tag(*split_tag(tag))
         return img.id, [], True
     return None, [_item("missing-image", f"image {tag or ''} ({pinned[:19]}) is not on this "
                         f"Docker daemon" + ("" if ref else " and the lock pins no registry "

@@ -2,9 +2,30 @@
 binary is missing or no Docker daemon answers, so the unit run needs neither."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import services
+from services import TAG, docker, envgen
+
+
+@pytest.fixture(scope="session")
+def home(tmp_path_factory):
+    """ENVGEN_HOME of the Docker tests: certificates, logs, contexts, cached closures."""
+    return str(tmp_path_factory.mktemp("envgen-home"))
+
+
+@pytest.fixture(scope="session")
+def built(home):
+    """`envgen build pytorch-cu121 --certify` for real, once per run; removed at the end."""
+    if not services.first_daemon_answers():
+        pytest.skip("no Docker daemon answers")
+    r = envgen("build", "pytorch-cu121", "--certify", "--tag", TAG, "--json",
+               env={"ENVGEN_HOME": home})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    yield json.loads(r.stdout)
+    docker("rmi", TAG)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,23 @@ from typing import Iterator
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+# The one real build of the default stack that the Docker tests share (conftest `built`).
+TAG = "envgen-test/pytorch-cu121:ci"
+
+
+def envgen(*args, env=None, timeout=1800) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, as a user runs it."""
+    import sys
+    return subprocess.run([sys.executable, "-m", "envgen", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def docker(*args, host: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **({"DOCKER_HOST": host} if host else {})}
+    return subprocess.run(["docker", *args], capture_output=True, text=True, env=env)
+
 
 def first_daemon_answers() -> bool:
     try:

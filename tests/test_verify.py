@@ -218,3 +218,28 @@ def test_verify_catches_a_package_changed_inside_a_pinned_image(tmp_path, monkey
             remove_image(c, i)
     leftovers = c.containers.list(all=True, filters={"label": "io.envgen.probe=1"})
     assert leftovers == []
+
+
+def test_a_lock_certificate_for_another_image_is_drift(stack):
+    e = entry(stack)
+    e["certificate"] = {"image_id": "sha256:" + "9" * 64, "passed": True, "level": "cuda"}
+    c = FakeClient(FakeImage(PINNED, ["t:1"], {}))
+    r = vf.verify(c, lock_of(stack, **{"pytorch-cu121": e}),
+                  probe=probe_of({"six": "1.16.0"}), cert_for=lambda i: PASSED)
+    assert kinds(r) == ["certificate"]
+    assert "not the pinned image" in r["stacks"]["pytorch-cu121"]["drift"][0]["message"]
+
+
+def test_a_zeroed_hash_in_the_lock_is_drift_against_the_closure_in_the_image(stack):
+    e = entry(stack)
+    e["requirements"] = [{"name": "six", "version": "1.16.0", "hashes": ["sha256:" + "0" * 64]}]
+    e["closure"] = {"key": "k" * 64, "resolver": "uv", "created": "2026-12-01T00:00:00Z"}
+    inside = {"closure_version": 1, "stack": "pytorch-cu121", "key": "a" * 64, "inputs": {},
+              "resolver": "uv", "created": "2026-12-01T00:00:00Z",
+              "packages": [{"name": "six", "version": "1.16.0",
+                            "hashes": ["sha256:" + "8" * 64]}]}
+    c = FakeClient(FakeImage(PINNED, ["t:1"], {}))
+    probe = lambda c, ref: lk.Probe("3.11", {"six": "1.16.0"}, closure=inside)
+    r = vf.verify(c, lock_of(stack, **{"pytorch-cu121": e}), probe=probe,
+                  cert_for=lambda i: PASSED)
+    assert kinds(r) == ["hash"]

@@ -24,7 +24,15 @@ def bundled_path() -> Path:
 
 
 def matrix_files(path: Path) -> list[Path]:
+    """The matrix files of a folder (or the one file). A symbolic link inside a folder is
+    refused rather than followed: it could point anywhere (/etc/shadow), and an error
+    quoting its target would print what it points at."""
     if path.is_dir():
+        links = sorted(p for p in path.glob("*.yaml") if p.is_symlink())
+        if links:
+            raise MatrixError([MatrixError(message="is a symbolic link; matrix files must be "
+                                                   "regular files inside the folder",
+                                           file=str(p)) for p in links])
         files = sorted(p for p in path.glob("*.yaml") if p.is_file())
         if not files:
             raise MatrixError(message="no *.yaml files in this folder", file=str(path))

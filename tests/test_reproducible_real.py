@@ -1,0 +1,182 @@
+"""The certified bytes are what every teammate gets, for real: the rendered folder builds on
+its own with no envgen in the loop and gives the very layers envgen built; `lock --push`
+pins a pullable digest in a real registry; a second, independent Docker daemon pulls it by
+digest and verifies image ID, certificate, closure and hashes; a rebuild there from the
+lock (its base made from the same snapshot) gives the same layer digests; a tampered hash
+or an unreachable registry gets one sentence and the contract's exit code."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from services import TAG, docker, envgen
+
+pytestmark = pytest.mark.docker
+CA = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def layers(ref: str, host: str | None = None) -> list[str]:
+    r = docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref, host=host)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_rendered_folder_builds_on_its_own_to_identical_layers(built, tmp_path):
+    from envgen import engine
+    cli = engine.buildkit_cli()
+    if cli is None:
+        pytest.skip("no docker CLI that can build with BuildKit")
+    out = tmp_path / "ctx"
+    r = envgen("render", "pytorch-cu121", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert (out / "base" / "build-base.sh").is_file() and (out / ".dockerignore").is_file()
+    tag = "envgen-test/standalone:ci"
+    secret = ["--secret", f"id=ca,src={CA}"] if os.path.exists(CA) else []
+    try:
+        # Plain docker, cold (--no-cache), from nothing but the folder.
+        b = subprocess.run([*cli.argv, "--no-cache", *secret, "-t", tag, str(out)],
+                           capture_output=True, text=True, timeout=1800,
+                           env={**os.environ, **dict(cli.env)})
+        assert b.returncode == 0, b.stdout[-2000:] + b.stderr[-2000:]
+        assert layers(tag) == built["layers"], "same closure, same layers, bit for bit"
+        assert len(built["layers"]) >= 7
+    finally:
+        docker("rmi", tag)
+
+
+@pytest.fixture(scope="module")
+def pushed(built, home, registry, tmp_path_factory):
+    lock = tmp_path_factory.mktemp("lock") / "envgen.lock"
+    r = envgen("lock", TAG, "--push", f"{registry.host}/team", "-o", str(lock), "--json",
+               env={"ENVGEN_HOME": home})
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    return lock
+
+
+def test_lock_push_pins_a_pullable_digest_with_the_closure_and_certificate(pushed, built,
+                                                                           registry):
+    data = json.loads(pushed.read_text())
+    e = data["stacks"]["pytorch-cu121"]
+    assert e["image"]["pinned"].startswith(f"{registry.host}/team/pytorch-cu121@sha256:")
+    assert e["image"]["id"] == built["image_id"] and e["image"]["layers"] == built["layers"]
+    assert e["certificate"]["image_id"] == built["image_id"] and e["certificate"]["passed"]
+    assert e["certificate"]["report"]["checks"], "the whole certificate travels"
+    reqs = e["requirements"]
+    assert len(reqs) == built["closure"]["packages"] and all(r["hashes"] for r in reqs)
+    assert e["unlocked"] == [], "every distribution in the image is in the closure"
+    assert stat.S_IMODE(pushed.stat().st_mode) == 0o644
+
+
+def teammate(second_daemon, tmp_path, **extra) -> dict:
+    return {"ENVGEN_HOME": str(tmp_path / "teammate-home"), "DOCKER_HOST": second_daemon.host,
+            **extra}
+
+
+def test_a_teammate_daemon_pulls_by_digest_and_verifies(pushed, built, second_daemon,
+                                                        tmp_path):
+    r = envgen("verify", str(pushed), "--json", env=teammate(second_daemon, tmp_path))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-1000:]
+    out = json.loads(r.stdout)
+    assert out["ok"] and out["stacks"]["pytorch-cu121"]["pulled"]
+    assert layers(built["image_id"], host=second_daemon.host) == built["layers"]
+
+
+def tampered(lock: Path, tmp_path: Path, change) -> Path:
+    data = json.loads(lock.read_text())
+    change(data["stacks"]["pytorch-cu121"])
+    out = tmp_path / "tampered.lock"
+    out.write_text(json.dumps(data, indent=2))
+    return out
+
+
+def test_a_lock_with_a_zeroed_hash_is_drift_naming_the_package(pushed, second_daemon,
+                                                               tmp_path):
+    def zero(e):
+        torch = next(r for r in e["requirements"] if r["name"] == "torch")
+        torch["hashes"] = ["sha256:" + "0" * 64]
+    bad = tampered(pushed, tmp_path, zero)
+    r = envgen("verify", str(bad), "--json", env=teammate(second_daemon, tmp_path))
+    assert r.returncode == 1, r.stderr
+    drift = json.loads(r.stdout)["stacks"]["pytorch-cu121"]["drift"]
+    assert [d["kind"] for d in drift] == ["hash"] and drift[0]["package"] == "torch"
+
+
+def test_a_digest_the_registry_lacks_is_drift_and_a_dead_registry_is_exit_3(
+        pushed, second_daemon, tmp_path):
+    from services import free_port
+    missing = tampered(pushed, tmp_path, lambda e: e["image"].update(
+        tag=None, id="sha256:" + "1" * 64, pinned=e["image"]["pinned"].split("@")[0] + "@sha256:"
+        + "2" * 64))
+    r = envgen("verify", str(missing), "--json", env=teammate(second_daemon, tmp_path))
+    assert r.returncode == 1, r.stderr
+    kinds = [d["kind"] for d in json.loads(r.stdout)["stacks"]["pytorch-cu121"]["drift"]]
+    assert "pull-failed" in kinds
+    dead = tampered(pushed, tmp_path, lambda e: e["image"].update(
+        tag=None, id="sha256:" + "1" * 64,
+        pinned=f"127.0.0.1:{free_port()}/team/x@sha256:" + "2" * 64))
+    r = envgen("verify", str(dead), env=teammate(second_daemon, tmp_path))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 3
+
+
+def test_a_changed_byte_on_the_index_fails_the_rebuild_naming_the_package(pushed, home,
+                                                                          tmp_path):
+    def bad_hash(e):
+        f = next(r for r in e["requirements"] if r["name"] == "filelock")
+        f["hashes"] = ["sha256:" + "f" * 64]
+    bad = tampered(pushed, tmp_path, bad_hash)
+    r = envgen("verify", str(bad), "--rebuild", "--json", env={"ENVGEN_HOME": home})
+    assert r.returncode == 1
+    drift = json.loads(r.stdout)["stacks"]["pytorch-cu121"]["drift"]
+    failed = [d["message"] for d in drift if d["kind"] == "rebuild-failed"]
+    assert failed and "filelock==" in failed[0] and "does not match the sha256" in failed[0]
+    assert docker("image", "inspect", "envgen-verify/pytorch-cu121:rebuild").returncode != 0
+
+
+def test_a_rebuild_on_the_teammate_daemon_gives_the_same_layers_base_included(
+        pushed, built, second_daemon, tmp_path):
+    # The teammate's daemon has its own build cache and no base: the base is made there
+    # from the pinned snapshot, every layer is built again, and all must match.
+    env = teammate(second_daemon, tmp_path, ENVGEN_BUILD_NETWORK="host")
+    r = envgen("verify", str(pushed), "--rebuild", "--json", env=env, timeout=2400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
+    assert json.loads(r.stdout)["ok"]
+
+
+def test_ci_bake_output_builds_with_a_real_buildx_bake(built, tmp_path):
+    if docker("buildx", "version").returncode != 0:
+        pytest.skip("docker buildx is not installed (tools/bootstrap.sh installs it)")
+    contexts = tmp_path / "contexts"
+    assert envgen("render", "pytorch-cu121", "-o", str(contexts / "pytorch-cu121")
+                  ).returncode == 0
+    r = envgen("ci", "bake", "pytorch-cu121")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "docker-bake.json").write_text(r.stdout)
+    tag = "envgen-test/bake:ci"
+    try:
+        b = subprocess.run(["docker", "buildx", "bake", "-f", str(tmp_path / "docker-bake.json"),
+                            "--set", f"pytorch-cu121.tags={tag}", "--load"],
+                           capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+                           env={**os.environ, "ENVGEN_CONTEXTS": str(contexts)})
+        assert b.returncode == 0, b.stderr[-2000:]
+        assert layers(tag) == built["layers"]
+    finally:
+        docker("rmi", tag)
+
+
+def test_a_refused_push_is_exit_3_and_writes_no_lock(built, home, readonly_registry, tmp_path):
+    lock = tmp_path / "envgen.lock"
+    r = envgen("lock", TAG, "--push", f"{readonly_registry.host}/team", "-o", str(lock),
+               env={"ENVGEN_HOME": home})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert readonly_registry.host in r.stderr and "Traceback" not in r.stderr
+    assert not lock.exists(), "nothing written that claims success"
+    tags = docker("image", "inspect", "--format", "{{json .RepoTags}}", TAG).stdout
+    assert readonly_registry.host not in tags, "no tag left behind for the failed push"
