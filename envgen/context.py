@@ -1,7 +1,6 @@
 """Write a build context (rendered files plus the smoke payload) into a folder, atomically."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,8 +20,11 @@ def payload_path(stack: Stack) -> Path:
 def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | None = None,
                   buildkit: bool = True) -> list[Path]:
     """Render into `out`: staged in a sibling temp folder, then moved in entry by entry.
-    Every file gets mode 0644 (0755 for the base script) and the closure's time as its
-    mtime, so the context itself does not depend on when or where it was written."""
+    Every file gets mode 0644 (0755 for the base script). Their mtimes stay the time of
+    writing on purpose: BuildKit sends a context file again only when its size or mtime
+    changed, so a fixed mtime would let a same-size edit (one sha256 for another) reach
+    the build as the old bytes. Layers do not depend on these mtimes: the build copies
+    the files and stamps the copies."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out}: exists and is not a folder")
@@ -44,8 +46,6 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
             f.chmod(0o755 if rel in EXECUTABLE else 0o644)
         for d in [stage, *(p for p in stage.rglob("*") if p.is_dir())]:
             d.chmod(0o755)
-        for p in stage.rglob("*"):
-            os.utime(p, (closure.epoch, closure.epoch), follow_symlinks=False)
         written = []
         for entry in sorted(stage.iterdir()):
             target = out / entry.name

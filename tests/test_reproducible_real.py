@@ -6,12 +6,10 @@ lock (its base made from the same snapshot) gives the same layer digests; a tamp
 or an unreachable registry gets one sentence and the contract's exit code."""
 from __future__ import annotations
 
-import copy
 import json
 import os
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
