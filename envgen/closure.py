@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -270,18 +271,43 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
 
 
 def fetch_json(url: str) -> dict:
-    """An index's JSON simple page (PEP 691). LookupError for 404, OSError otherwise."""
+    """An index's simple page as PEP 691 JSON: asked for as JSON, and read from the HTML
+    page (PEP 503, with `#sha256=` fragments, as PyTorch's per-variant indexes and most
+    mirrors serve it) when the index has no JSON form. LookupError for 404, OSError
+    otherwise."""
     req = urllib.request.Request(url, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json", "User-Agent": "envgen"})
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+        "User-Agent": "envgen"})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
+            kind = r.headers.get("Content-Type", "")
+            body = r.read(32 * 1024 * 1024)
     except urllib.error.HTTPError as e:
         if e.code == 404:
             raise LookupError(url) from e
         raise OSError(f"HTTP {e.code}") from e
-    except ValueError as e:
-        raise OSError(f"not a JSON simple index: {e}") from e
+    if "json" in kind:
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise OSError(f"not a JSON simple index: {e}") from e
+    return simple_html(body.decode("utf-8", "replace"))
+
+
+_ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)
+
+
+def simple_html(text: str) -> dict:
+    """A PEP 503 page as the PEP 691 shape: {"files": [{"filename", "hashes"}]}."""
+    files = []
+    for href in _ANCHOR.findall(text):
+        url, _, fragment = href.partition("#")
+        name = url.rsplit("/", 1)[-1].split("?")[0]
+        name = urllib.parse.unquote(name)
+        algo, _, digest = fragment.partition("=")
+        files.append({"filename": name,
+                      "hashes": {algo: digest} if algo == "sha256" and digest else {}})
+    return {"files": files}
 
 
 def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple[str, ...]:
@@ -331,8 +357,7 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
     except LookupError:
         return Pin(name, version, note=f"{name} is not on {index}")
     except OSError as e:
-        return Pin(name, version, note=f"{index} publishes no JSON simple page for {name} "
-                                       f"({e})")
+        return Pin(name, version, note=f"{index} could not be read for {name} ({e})")
     chosen, is_sdist = pick_file(data.get("files") or [], name, version,
                                  platform_tags(python, platform))
     if chosen is None:

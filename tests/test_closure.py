@@ -137,10 +137,24 @@ def test_an_index_without_hashes_gives_a_reason_never_silence():
     p = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", fetch)
     assert p.sha256 is None and "no sha256" in p.note
 
-    def html_only(url):
-        raise OSError("not a JSON simple index")
-    q = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", html_only)
-    assert q.sha256 is None and "JSON simple page" in q.note
+    def unreadable(url):
+        raise OSError("HTTP 503")
+    q = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", unreadable)
+    assert q.sha256 is None and "could not be read" in q.note and "HTTP 503" in q.note
+
+
+def test_an_html_simple_page_gives_the_hashes_of_its_url_fragments():
+    # the shape of download.pytorch.org/whl/cu118/torch/ (PEP 503)
+    page = cl.simple_html(
+        '<html><body><a href="/whl/cu118/torch-2.3.1%2Bcu118-cp311-cp311-linux_x86_64.whl'
+        '#sha256=' + "ab" * 32 + '">torch-2.3.1+cu118-cp311-cp311-linux_x86_64.whl</a><br/>'
+        '<a href="torch-2.3.1%2Bcu118-cp312-cp312-linux_x86_64.whl">no hash</a></body></html>')
+    p = cl.hash_pin("torch", "2.3.1+cu118", "3.11", "manylinux_2_36_x86_64",
+                    "https://download.pytorch.org/whl/cu118", lambda url: page)
+    assert p.sha256 == "ab" * 32 and p.file == "torch-2.3.1+cu118-cp311-cp311-linux_x86_64.whl"
+    q = cl.hash_pin("torch", "2.3.1+cu118", "3.12", "manylinux_2_36_x86_64", "https://x",
+                    lambda url: page)
+    assert q.sha256 is None and "no sha256" in q.note
 
 
 # ---- the resolver edge, with a stand-in uv ----------------------------------------------
