@@ -24,8 +24,10 @@ def built(home):
     r = envgen("build", "pytorch-cu121", "--certify", "--tag", TAG, "--json",
                env={"ENVGEN_HOME": home})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    yield json.loads(r.stdout)
-    docker("rmi", TAG)
+    out = json.loads(r.stdout)
+    yield out
+    # every name the tests gave it (registry tags from pushes included), and so the image
+    docker("rmi", "-f", out["image_id"])
 
 
 @pytest.fixture(scope="session")

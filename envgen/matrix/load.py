@@ -44,8 +44,13 @@ def matrix_files(path: Path) -> list[Path]:
 
 def load_matrix(path: str | Path | None = None) -> Matrix:
     """Load and validate a matrix file or folder (the bundled one by default)."""
+    from . import cache
     root = Path(path) if path else bundled_path()
     files = matrix_files(root)
+    key = cache.key_of(files)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
     digest = hashlib.sha256()
     problems: list[MatrixError] = []
     entries: dict[str, list] = {s: [] for s in SECTIONS}
@@ -75,6 +80,7 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         _cross_check(matrix, problems)
     if problems:
         raise MatrixError(problems)
+    cache.put(key, matrix)
     return matrix
 
 

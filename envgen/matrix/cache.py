@@ -1,0 +1,68 @@
+"""A validated matrix, kept between runs: keyed by the sha256 of every file's name and bytes
+(and envgen's version), so a changed byte validates again and nothing is ever stale. Only
+a matrix that passed validation is stored. The cache is private to its user: its folder
+and files must be owned by them and writable by no one else, or it is not used (a pickle
+from someone else would be their code)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+from pathlib import Path
+
+from .. import __version__, state
+
+
+def key_of(files: list[Path]) -> str | None:
+    h = hashlib.sha256(__version__.encode() + b"\0")
+    try:
+        for f in files:
+            h.update(str(f.resolve()).encode() + b"\0" + f.read_bytes() + b"\0")
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _folder() -> Path:
+    return state.home() / "cache"
+
+
+def _private(path: Path) -> bool:
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def get(key: str | None):
+    if key is None or os.environ.get("ENVGEN_NO_CACHE"):
+        return None
+    path = _folder() / f"matrix-{key}.pickle"
+    if not (_private(_folder()) and _private(path)):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception:  # a torn or foreign file: validate from scratch instead
+        return None
+
+
+def put(key: str | None, matrix) -> None:
+    if key is None or os.environ.get("ENVGEN_NO_CACHE"):
+        return
+    folder = _folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(folder):
+            return
+        for old in folder.glob("matrix-*.pickle"):
+            old.unlink(missing_ok=True)
+        tmp = folder / f".matrix-{key}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(matrix, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, folder / f"matrix-{key}.pickle")
+    except OSError:
+        pass   # a read-only home: the next run validates again
