@@ -7,17 +7,18 @@ import re
 import subprocess
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine, state
 from .base_image import ensure_base
-from .closure import closure_for
+from .closure import CA_BUNDLE, closure_for
 from .context import write_context
 from .errors import BuildFailed, EnvironmentMissing
 from .model import Closure, Stack
+from .registry import split_tag
 
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
 _ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed running")
 # pip's words for a file whose bytes are not the ones the closure pins:
@@ -74,15 +75,6 @@ class BuildResult:
                 "stack": self.stack.to_json()}
 
 
-def split_tag(ref: str) -> tuple[str, str]:
-    """(repository, tag) of `ref`; the tag defaults to `latest`. A `:` before the last `/`
-    is a registry port, not a tag (localhost:5000/team/img)."""
-    repo, sep, tag = ref.rpartition(":")
-    if not sep or "/" in tag:
-        return ref, "latest"
-    return repo, tag
-
-
 def default_tag(stack: Stack) -> str:
     return f"envgen/{stack.stack}:{stack.version}-py{stack.python}-{stack.base.name}"
 
@@ -111,13 +103,12 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
     write_context(stack, closure, ctx, base_ref=base_ref, buildkit=cli is not None)
-    if cli is None:
-        progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
-                 "times, so this image's layers are not reproducible bit for bit")
     if cli is not None:
         image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache)
         used = cli.describe
     else:
+        progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
+                 "times, so this image's layers are not reproducible bit for bit")
         image_id = _build_classic(c, ctx, log_path, progress, no_cache)
         used = "docker SDK classic builder"
     img = c.images.get(image_id)
@@ -149,14 +140,14 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
         env = {**os.environ, **dict(cli.env)}
         started = time.monotonic()
         last_step, failed_step, error_line = "", "", ""
-        tail: list[str] = []
+        tail: deque[str] = deque(maxlen=400)
         with open(log_path, "w") as log:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, env=env, bufsize=1)
             try:
                 for line in proc.stdout:
                     log.write(line)
-                    tail = (tail + [line.rstrip("\n")])[-400:]
+                    tail.append(line.rstrip("\n"))
                     m = _STEP.match(line.strip())
                     if m and line.strip() != last_step:
                         last_step = line.strip()
@@ -173,7 +164,7 @@ def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) ->
                 raise
         if rc != 0 or not iid.exists():
             step = failed_step or last_step or "before the first step"
-            explained = explain_failure(tail)
+            explained = explain_failure(list(tail))
             if explained:
                 raise BuildFailed(f"build failed: {explained}; the log is {log_path}")
             why = f" ({error_line[:200]})" if error_line else ""

@@ -92,10 +92,10 @@ def cmd_resolve(args) -> int:
 
 def cmd_render(args) -> int:
     from .closure import closure_for
-    from .commands._common import progress
+    from .commands._common import progress_for
     from .context import write_context
     st = _resolve(args)
-    closure, origin = closure_for(st, progress=(lambda _m: None) if args.json else progress)
+    closure, origin = closure_for(st, progress=progress_for(args))
     files = write_context(st, closure, Path(args.output))
     out = Path(args.output)
     if args.json:
@@ -117,12 +117,12 @@ def cmd_render(args) -> int:
 
 def cmd_closure(args) -> int:
     from .closure import closure_for, resolve_closure
-    from .commands._common import progress
+    from .commands._common import progress_for
     st = _resolve(args)
     if args.refresh:
         c, origin = resolve_closure(st), "resolved now"
     else:
-        c, origin = closure_for(st, progress=(lambda _m: None) if args.json else progress)
+        c, origin = closure_for(st, progress=progress_for(args))
     if args.json:
         _json_out({**c.to_json(), "from": origin})
         return 0

@@ -39,9 +39,8 @@ from packaging.version import InvalidVersion, Version
 from . import state
 from .errors import EnvironmentMissing, InputError, Unsatisfiable
 from .files import write_json
-from .model import Closure, Pin, Stack
+from .model import CLOSURE_VERSION, Closure, Pin, Stack, requirement
 
-CLOSURE_VERSION = 1
 SIMPLE_URL = "https://pypi.org/simple"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # What every venv-based image holds besides the stack's own packages: `python -m venv`
@@ -54,11 +53,6 @@ VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,59}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,199}\.(whl|tar\.gz|zip)")
 KEY = re.compile(r"[0-9a-f]{64}")
-
-
-def requirement(name: str, version: str) -> str:
-    """`name==1.2` for an exact pin; a range or wildcard as the wheel states it."""
-    return f"{name}{version}" if version[:1] in "<>=!~" else f"{name}=={version}"
 
 
 def constraints_for(stack: Stack) -> list[str]:
@@ -182,7 +176,12 @@ def find(stack: Stack) -> tuple[Closure, str] | None:
     key = key_of(inputs_for(stack))
     bundled = bundled_dir()
     if bundled.is_dir():
-        for path in sorted(bundled.glob("*.json")):
+        # Its own file first (the usual hit: one file read, not all of them); then the
+        # others, since another spec can resolve to the same inputs.
+        own = bundled / f"{stack.stack}.json"
+        paths = [own] if own.is_file() else []
+        paths += [p for p in sorted(bundled.glob("*.json")) if p != own]
+        for path in paths:
             c = load_closure(path)
             if c.key == key:
                 return c, f"bundled closure {path.name}"

@@ -19,8 +19,9 @@ from .errors import CheckFailed, InputError
 from .files import locked, write_atomic
 from .lockfile import LOCK_VERSION, parse_lock, read_lock  # noqa: F401 (the lock's API)
 from .model import Stack
+from .render.views import PAYLOAD_DIR
 
-CLOSURE_IN_IMAGE = "/opt/envgen/closure.json"
+CLOSURE_IN_IMAGE = f"{PAYLOAD_DIR}/closure.json"
 # Seeded into the venv by `python -m venv` from the base's bundled wheels (Debian rebuilds
 # them), so PyPI's hash of the same version is not the hash of what is installed.
 BOOTSTRAP = {"pip", "setuptools", "wheel"}
@@ -46,12 +47,12 @@ for d in metadata.distributions():
     if text:
         out["direct"][d.metadata["Name"]] = json.loads(text).get("url")
 try:
-    with open("/opt/envgen/closure.json") as f:
+    with open(CLOSURE_PATH) as f:
         out["closure"] = json.load(f)
 except (OSError, ValueError):
     out["closure"] = None
 print(json.dumps(out))
-"""
+""".replace("CLOSURE_PATH", repr(CLOSURE_IN_IMAGE))
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,6 @@ def installed_packages(c, image: str, timeout: int = 180) -> Probe:
                  closure=data.get("closure") if isinstance(data.get("closure"), dict) else None)
 
 
-def default_tags(python: str) -> tuple[str, ...]:
-    """Wheel tags for CPython `python` on glibc x86_64 Linux, when the image did not say."""
-    return platform_tags(python)
-
-
 def pin(name: str, version: str, probe: Probe, stack: Stack, fetch=fetch_json,
         simple_url: str = SIMPLE_URL) -> dict:
     """One requirement of the lock: name, version, and the sha256 of its file on PyPI, or
@@ -118,7 +114,7 @@ def pin(name: str, version: str, probe: Probe, stack: Stack, fetch=fetch_json,
     except OSError as e:
         return entry | {"hash_note": f"{simple_url} could not be read ({e})"}
     chosen, is_sdist = _pick(data.get("files") or [], name, version,
-                             probe.tags or default_tags(probe.python))
+                             probe.tags or platform_tags(probe.python))
     if chosen is None:
         return entry | {"hash_note": f"{simple_url} has no file of {name} {version} for "
                                      f"Python {probe.python} on this platform"}

@@ -15,10 +15,6 @@ from .model import Stack
 
 LOCK_VERSION = 1
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
-# A docker reference as `docker tag` accepts it: [host[:port]/]path[:tag], lowercase path.
-TAG_REF = re.compile(r"(?:[a-zA-Z0-9.-]+(?::[0-9]{1,5})?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-                     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]"
-                     r"{0,127})?")
 
 
 def _pattern(spec: dict) -> re.Pattern:
@@ -157,15 +153,15 @@ def entry_problems(name, entry) -> list[str]:
         if key not in img:
             p.append(f"missing key 'image.{key}'")
     _check(p, _req(img.get("id"), IMAGE_ID), "image.id must be sha256:<64 hex digits>")
-    _check(p, img.get("tag") is None or (_req(img.get("tag"), TAG_REF)
-                                         and len(img["tag"]) <= 255),
-           "image.tag is not a docker reference")
-    if img.get("pinned") is not None:
-        from .registry import parse_pinned
-        try:
-            parse_pinned(img["pinned"])
-        except InputError as e:
-            p.append(f"image.pinned: {e.message}")
+    from .registry import parse_pinned, parse_tagged
+    _check(p, not isinstance(img.get("tag"), str) or len(img["tag"]) <= 255,
+           "image.tag is longer than 255 characters")
+    for key, parse in (("tag", parse_tagged), ("pinned", parse_pinned)):
+        if img.get(key) is not None:
+            try:
+                parse(img[key])
+            except InputError as e:
+                p.append(f"image.{key}: {e.message}")
     digests = img.get("repo_digests", [])
     _check(p, isinstance(digests, list) and all(isinstance(d, str) and len(d) < 400 and
                                                 "@sha256:" in d for d in digests),

@@ -14,6 +14,13 @@ def V(text: str) -> Version:
     return Version(text)
 
 
+def utc_seconds(text: str, fmt: str) -> int:
+    """A UTC time written as `fmt`, in seconds since 1970 (a SOURCE_DATE_EPOCH)."""
+    import calendar
+    import time
+    return calendar.timegm(time.strptime(text, fmt))
+
+
 def major_minor(version: str) -> str:
     parts = version.split(".")
     return ".".join(parts[:2])
@@ -165,11 +172,7 @@ class BaseImage(Located):
     @property
     def snapshot_epoch(self) -> int | None:
         """The snapshot as seconds since 1970 (SOURCE_DATE_EPOCH for the base's files)."""
-        if not self.snapshot:
-            return None
-        import calendar
-        import time
-        return calendar.timegm(time.strptime(self.snapshot, "%Y%m%dT%H%M%SZ"))
+        return utc_seconds(self.snapshot, "%Y%m%dT%H%M%SZ") if self.snapshot else None
 
     @property
     def platform(self) -> str:
@@ -289,6 +292,14 @@ class Stack:
         return dataclasses.replace(self, **changes)
 
 
+def requirement(name: str, version: str) -> str:
+    """`name==1.2` for an exact pin; `name==13.0.96.*` or a range as the wheel states it."""
+    return f"{name}{version}" if version[:1] in "<>=!~" else f"{name}=={version}"
+
+
+CLOSURE_VERSION = 1
+
+
 @dataclass(frozen=True)
 class Pin:
     """One distribution of a closure: the exact file pip installs and its sha256, or the
@@ -326,11 +337,9 @@ class Closure:
 
     @property
     def epoch(self) -> int:
-        import calendar
-        import time
-        return calendar.timegm(time.strptime(self.created, "%Y-%m-%dT%H:%M:%SZ"))
+        return utc_seconds(self.created, "%Y-%m-%dT%H:%M:%SZ")
 
     def to_json(self) -> dict:
-        return {"closure_version": 1, "stack": self.stack, "key": self.key,
+        return {"closure_version": CLOSURE_VERSION, "stack": self.stack, "key": self.key,
                 "inputs": self.inputs, "resolver": self.resolver, "created": self.created,
                 "packages": [p.to_json() for p in self.pins]}

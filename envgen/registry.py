@@ -113,6 +113,27 @@ def parse_pinned(text: object) -> tuple[str, str]:
     return parse_repository(repository), digest
 
 
+def split_tag(ref: str) -> tuple[str, str]:
+    """(repository, tag) of `ref`; the tag defaults to `latest`. A `:` before the last `/`
+    is a registry port, not a tag (localhost:5000/team/img)."""
+    repo, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return repo, tag
+
+
+def parse_tagged(text: object) -> tuple[str, str]:
+    """(repository, tag) of a `repository[:tag]` reference, each checked with the same
+    grammar as a pushed repository; else InputError."""
+    if not isinstance(text, str):
+        raise InputError(f"an image reference must be a string, not {type(text).__name__}")
+    repository, tag = split_tag(text)
+    if not _TAG.fullmatch(tag):
+        raise InputError(f"the tag of {_show(text)} is not valid (letters, digits, '_', '.' "
+                         f"and '-', at most 128, not starting with '.' or '-')")
+    return parse_repository(repository), tag
+
+
 def _registry_of(repository: str) -> str:
     return _split_domain(repository)[0] or "docker.io"
 

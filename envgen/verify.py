@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from . import certs
 from .closure import parse_closure
 from .errors import EnvgenError, EnvironmentMissing
-from .lock import installed_packages
+from .lock import CLOSURE_IN_IMAGE, installed_packages
 from .model import Stack
 
 # What verify does not compare, said rather than silently skipped.
@@ -53,10 +53,10 @@ def closure_drift(locked: list[dict], closure: dict | None, where: str) -> list[
     installed from (pip checked every file against it: --require-hashes)."""
     if closure is None:
         return [_item("closure-missing", f"{where} carries no closure "
-                      f"(/opt/envgen/closure.json), so the sha256s the lock pins cannot be "
+                      f"({CLOSURE_IN_IMAGE}), so the sha256s the lock pins cannot be "
                       f"checked against what was installed")]
     try:
-        cl = parse_closure(closure, f"{where}:/opt/envgen/closure.json")
+        cl = parse_closure(closure, f"{where}:{CLOSURE_IN_IMAGE}")
     except EnvgenError as e:
         return [_item("closure-invalid", e.message)]
     have = {canonicalize_name(p.name): p for p in cl.pins}
@@ -127,7 +127,7 @@ def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
             return img.id, [_item("image-id", f"pulling {ref} gave image {img.id[:19]}, the "
                                   f"lock pins {pinned[:19]}", old=pinned, new=img.id)], True
         if tag:   # name it as the lock does, so `docker run TAG` works on this machine too
-            from .build import split_tag
+            from .registry import split_tag
             img.tag(*split_tag(tag))
         return img.id, [], True
     return None, [_item("missing-image", f"image {tag or ''} ({pinned[:19]}) is not on this "

@@ -8,6 +8,7 @@ import docker
 import pytest
 
 from envgen import lock as lk
+from envgen.closure import platform_tags
 from envgen.cli import main
 from envgen.errors import InputError
 from envgen.matrix import load_matrix
@@ -31,7 +32,7 @@ def cu118(stack):
 
 
 def probe(packages, direct=None):
-    return lk.Probe(python="3.11", packages=packages, tags=lk.default_tags("3.11"),
+    return lk.Probe(python="3.11", packages=packages, tags=platform_tags("3.11"),
                     direct=direct or {})
 
 

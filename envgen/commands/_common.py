@@ -9,6 +9,11 @@ def progress(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
+def progress_for(args):
+    """Progress lines on stderr, or none under --json (stdout is then one JSON object)."""
+    return (lambda _m: None) if getattr(args, "json", False) else progress
+
+
 def out_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 

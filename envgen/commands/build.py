@@ -6,14 +6,14 @@ import sys
 from .. import engine
 from ..build import build
 from ..errors import CheckFailed
-from ._common import load_matrix_for, out_json, print_certificate, progress, resolve_for
+from ._common import load_matrix_for, out_json, print_certificate, progress_for, resolve_for
 
 
 def run(args) -> int:
     m = load_matrix_for(args)
     st = resolve_for(args, m)
     c = engine.client()
-    report = (lambda _m: None) if args.json else progress
+    report = progress_for(args)
     if not args.json:
         print(f"building {st.stack}: {st.framework_package} {st.version} ({st.variant}), "
               f"Python {st.python}, base {st.base.name}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """`envgen lock [SPEC|IMAGE…] [--push REPOSITORY] [--merge LOCK…] [-o envgen.lock]`."""
 from __future__ import annotations
 
+import os
 import sys
 
 from .. import engine
@@ -36,8 +37,7 @@ def _refs(args, c, m) -> tuple[list[str], list]:
 
 def _push(c, name: str, entry: dict, repository: str, quiet: bool) -> None:
     """Push a certified image and pin its manifest digest in the entry."""
-    from ..build import split_tag
-    from ..registry import push
+    from ..registry import push, split_tag
     cert = entry.get("certificate")
     if not cert or not cert.get("passed") or cert.get("image_id") != entry["image"]["id"]:
         raise CheckFailed(f"{name}: {entry['image']['id'][:19]} has no passing certificate; "
@@ -62,6 +62,8 @@ def run(args) -> int:
     if args.specs or not args.merge:
         c = engine.client()
         refs, skipped = _refs(args, c, m)
+        before = (lk.read_lock(args.output)["stacks"] if os.path.exists(args.output)
+                  else None)
         for ref in refs:
             if not args.json:
                 progress(f"locking {ref}: reading its closure and certificate")
@@ -69,7 +71,7 @@ def run(args) -> int:
             if args.push:
                 _push(c, name, entry, args.push, args.json)
             elif entry["image"]["pinned"] is None:
-                entry["image"]["pinned"] = _pinned_before(args.output, name, entry)
+                entry["image"]["pinned"] = _pinned_before(before, name, entry)
             entries[name] = entry
     data = lk.write_lock(args.output, entries, m.sha256)
     if args.json:
@@ -98,13 +100,13 @@ def run(args) -> int:
     return 0
 
 
-def _pinned_before(path: str, name: str, entry: dict):
+def _pinned_before(before: dict | None, name: str, entry: dict):
     """Re-locking an image that the lock already pins by digest keeps that digest, when
-    the image still carries it (e.g. after a GPU certification on a teammate's machine)."""
-    import os
-    if not os.path.exists(path):
+    the image still carries it (e.g. after a GPU certification on a teammate's machine).
+    `before`: the stacks of the lock being written, read once; None when it is new."""
+    if before is None:
         return None
-    old = lk.read_lock(path)["stacks"].get(name) or {}
+    old = before.get(name) or {}
     pinned = (old.get("image") or {}).get("pinned")
     if pinned and old["image"].get("id") == entry["image"]["id"]:
         return pinned

@@ -8,13 +8,13 @@ from .. import engine
 from ..errors import CheckFailed
 from ..lock import read_lock
 from ..verify import verify
-from ._common import out_json, progress
+from ._common import out_json, progress_for
 
 
 def run(args) -> int:
     lock = read_lock(args.lock)          # bad lock file: InputError with file:line, exit 2
     c = engine.client()
-    quiet = (lambda _m: None) if args.json else progress
+    quiet = progress_for(args)
     rebuild = None
     if args.rebuild:
         from ..build import build

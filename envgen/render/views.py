@@ -5,11 +5,11 @@ import json
 
 from .. import __version__
 from ..model import LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
+from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from .env import environment
 
 UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
 PAYLOAD_DIR = "/opt/envgen"
-FILES = ("Dockerfile", "requirements.txt", "environment.yml", "stack.json")
 PIP_CACHE = "/root/.cache/pip"
 # Mount points of the install steps. They exist before the first mount (made in the user
 # step), so BuildKit never creates and removes a stub for them and no layer records one.
@@ -29,11 +29,6 @@ CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 PIP = "pip"
 BOOTSTRAP_PIP = ('python "$(set -- /usr/share/python-wheels/pip-*.whl; '
                  'echo "$1")/pip"')
-
-
-def requirement(name: str, version: str) -> str:
-    """`name==1.2` for an exact pin; `name==13.0.96.*` or a range as the wheel states it."""
-    return f"{name}{version}" if version[:1] in "<>=!~" else f"{name}=={version}"
 
 
 def _layer_of(pin: Pin, stack: Stack) -> int:
