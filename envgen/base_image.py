@@ -7,11 +7,11 @@ import email.utils
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
+from . import engine, state
 from .errors import BuildFailed, EnvironmentMissing
 from .model import BaseImage
 
@@ -106,14 +106,15 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
     mirror = choose_mirror(base)
     log(f"building base {base.local_tag} with mmdebstrap from {mirror} ({base.suite}, "
         f"snapshot {base.snapshot})")
-    with tempfile.TemporaryDirectory(prefix="envgen-base-") as tmp:
+    with state.scratch("base") as tmp:
         script = Path(tmp) / "build-base.sh"
         script.write_text(render_base_script(base))
         env = {**os.environ, "ENVGEN_DEBIAN_MIRROR": mirror, "DOCKER": docker,
                "TMPDIR": tmp}
         try:
             r = subprocess.run(["sh", str(script)], capture_output=True, text=True, env=env,
-                               timeout=timeout, start_new_session=True)
+                               timeout=timeout, start_new_session=True,
+                               preexec_fn=engine.die_with_parent)
         except subprocess.TimeoutExpired:
             raise BuildFailed(f"making base {base.name} took longer than {timeout} s") from None
     if r.returncode != 0:

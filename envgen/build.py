@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from .closure import CA_BUNDLE, closure_for
 from .context import write_context
 from .errors import BuildFailed, EnvironmentMissing
 from .model import Closure, Stack
-from .registry import split_tag
+from .registry import parse_tagged, split_tag
 
 _STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
 _ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed running")
@@ -83,12 +82,35 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+def tag_image(c, image_id: str, tag: str) -> None:
+    repo, name = split_tag(tag)
+    if not c.images.get(image_id).tag(repo, name):
+        raise BuildFailed(f"could not tag {image_id} as {tag}")
+
+
+def _writable(*dirs: Path) -> None:
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            probe = d / f".probe-{os.getpid()}"
+            probe.write_bytes(b"x" * 4096)
+            probe.unlink()
+        except OSError as e:
+            raise EnvironmentMissing(f"cannot write in {d}: {e.strerror or e}; set "
+                                     f"ENVGEN_HOME to a writable folder with free space") \
+                from None
+
+
 def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool = False,
-          builder: str = "auto", client=None, closure: Closure | None = None) -> BuildResult:
+          builder: str = "auto", client=None, closure: Closure | None = None,
+          tag_it: bool = True) -> BuildResult:
     """Build `stack` from its closure (the stored one unless given, as `verify --rebuild`
-    gives the lock's), installing only those files, each checked against its sha256."""
-    c = client or engine.client()
+    gives the lock's), installing only those files, each checked against its sha256.
+    `tag_it=False` leaves the image untagged (the caller tags it once it is certified)."""
     tag = tag or default_tag(stack)
+    parse_tagged(tag)
+    _writable(state.logs_dir(), state.contexts_dir())
+    c = client or engine.client()
     started = time.monotonic()
     origin = "given"
     if closure is None:
@@ -99,22 +121,21 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
         raise EnvironmentMissing("no docker CLI that can use BuildKit (docker buildx, or a "
                                  "client older than 23 with DOCKER_BUILDKIT=1)")
     logs = state.logs_dir()
-    logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
     write_context(stack, closure, ctx, base_ref=base_ref, buildkit=cli is not None)
     if cli is not None:
-        image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache)
+        image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache,
+                                   iid=ctx.with_name(f".{stack.stack}.iid"))
         used = cli.describe
     else:
         progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
                  "times, so this image's layers are not reproducible bit for bit")
         image_id = _build_classic(c, ctx, log_path, progress, no_cache)
         used = "docker SDK classic builder"
+    if tag_it:
+        tag_image(c, image_id, tag)
     img = c.images.get(image_id)
-    repo, name = split_tag(tag)
-    if not img.tag(repo, name):
-        raise BuildFailed(f"could not tag {image_id} as {tag}")
     return BuildResult(image_id=image_id, tag=tag, stack=stack, base_ref=base_ref,
                        log=str(log_path), seconds=time.monotonic() - started, builder=used,
                        size_bytes=int(img.attrs.get("Size") or 0), closure=closure,
@@ -122,54 +143,101 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
                        layers=tuple((img.attrs.get("RootFS") or {}).get("Layers") or ()))
 
 
-def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:
-    with tempfile.TemporaryDirectory(prefix="envgen-iid-") as tmp:
-        iid = Path(tmp) / "iid"
-        argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
-                str(ctx / "Dockerfile")]
-        if os.path.exists(CA_BUNDLE):
-            argv += ["--secret", f"id=ca,src={CA_BUNDLE}"]
-        netrc = os.environ.get("ENVGEN_NETRC")
-        if netrc:
-            argv += ["--secret", f"id=netrc,src={netrc}"]
-        if no_cache:
-            argv.append("--no-cache")
-        if os.environ.get("ENVGEN_BUILD_NETWORK"):  # e.g. "none" on an offline daemon
-            argv.append(f"--network={os.environ['ENVGEN_BUILD_NETWORK']}")
-        argv.append(str(ctx))
-        env = {**os.environ, **dict(cli.env)}
-        started = time.monotonic()
-        last_step, failed_step, error_line = "", "", ""
-        tail: deque[str] = deque(maxlen=400)
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=env, bufsize=1)
-            try:
-                for line in proc.stdout:
-                    log.write(line)
-                    tail.append(line.rstrip("\n"))
-                    m = _STEP.match(line.strip())
-                    if m and line.strip() != last_step:
-                        last_step = line.strip()
-                        progress(f"step {m.group(1)}/{m.group(2)} "
-                                 f"[{time.monotonic() - started:5.0f}s] {m.group(3)[:70]}")
-                    if _ERROR_STEP.search(line) and not failed_step:
-                        failed_step = last_step or line.strip()
-                    if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
-                        error_line = line.strip()
-                rc = proc.wait()
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-        if rc != 0 or not iid.exists():
-            step = failed_step or last_step or "before the first step"
-            explained = explain_failure(list(tail))
-            if explained:
-                raise BuildFailed(f"build failed: {explained}; the log is {log_path}")
-            why = f" ({error_line[:200]})" if error_line else ""
-            raise BuildFailed(f"build failed at {step[:160]}{why}; the log is {log_path}")
-        return iid.read_text().strip()
+IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
+
+
+def _lines(proc, idle: float):
+    """The child's output lines, read from the raw pipe (a buffered reader would hide lines
+    from select); TimeoutError after `idle` s without any output."""
+    import selectors
+    fd = proc.stdout.fileno()
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    pending = b""
+    try:
+        while True:
+            if not sel.select(timeout=idle):
+                raise TimeoutError(idle)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *done, pending = (pending + chunk).split(b"\n")
+            for raw in done:
+                yield raw.decode("utf-8", "replace") + "\n"
+        if pending:
+            yield pending.decode("utf-8", "replace")
+    finally:
+        sel.close()
+
+
+def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
+                    iid: Path) -> str:
+    """Run the BuildKit CLI on `ctx`; the image ID comes from --iidfile `iid` (beside the
+    context, not in /tmp: a killed run leaves nothing there, the next one overwrites it)."""
+    iid.unlink(missing_ok=True)
+    try:
+        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid)
+    finally:
+        iid.unlink(missing_ok=True)
+
+
+def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
+                  iid: Path) -> str:
+    from .engine import seconds_from_env
+    idle = seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S)
+    argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
+            str(ctx / "Dockerfile")]
+    if os.path.exists(CA_BUNDLE):
+        argv += ["--secret", f"id=ca,src={CA_BUNDLE}"]
+    netrc = os.environ.get("ENVGEN_NETRC")
+    if netrc:
+        argv += ["--secret", f"id=netrc,src={netrc}"]
+    if no_cache:
+        argv.append("--no-cache")
+    if os.environ.get("ENVGEN_BUILD_NETWORK"):  # e.g. "none" on an offline daemon
+        argv.append(f"--network={os.environ['ENVGEN_BUILD_NETWORK']}")
+    argv.append(str(ctx))
+    env = {**os.environ, **dict(cli.env)}
+    started = time.monotonic()
+    last_step, failed_step, error_line = "", "", ""
+    tail: deque[str] = deque(maxlen=400)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env,
+                                preexec_fn=engine.die_with_parent)
+        try:
+            for line in _lines(proc, idle):
+                log.write(line)
+                tail.append(line.rstrip("\n"))
+                m = _STEP.match(line.strip())
+                if m and line.strip() != last_step:
+                    last_step = line.strip()
+                    progress(f"step {m.group(1)}/{m.group(2)} "
+                             f"[{time.monotonic() - started:5.0f}s] {m.group(3)[:70]}")
+                if _ERROR_STEP.search(line) and not failed_step:
+                    failed_step = last_step or line.strip()
+                if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
+                    error_line = line.strip()
+            rc = proc.wait()
+        except TimeoutError:
+            proc.kill()
+            proc.wait()
+            raise EnvironmentMissing(f"the build printed nothing for {idle:g} s "
+                                     f"(ENVGEN_BUILD_IDLE_TIMEOUT) and was stopped: the Docker "
+                                     f"daemon or BuildKit is stuck; the log is {log_path}") \
+                from None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if rc != 0 or not iid.exists():
+        step = failed_step or last_step or "before the first step"
+        explained = explain_failure(list(tail))
+        if explained:
+            raise BuildFailed(f"build failed: {explained}; the log is {log_path}")
+        why = f" ({error_line[:200]})" if error_line else ""
+        raise BuildFailed(f"build failed at {step[:160]}{why}; the log is {log_path}")
+    return iid.read_text().strip()
 
 
 def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:
@@ -179,7 +247,8 @@ def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool) -> st
     with open(log_path, "w") as log:
         try:
             for chunk in c.api.build(path=str(ctx), dockerfile="Dockerfile", rm=True,
-                                     forcerm=True, decode=True, nocache=no_cache):
+                                     forcerm=True, decode=True, nocache=no_cache,
+                                     timeout=IDLE_S):
                 text = chunk.get("stream") or chunk.get("status") or ""
                 log.write(text)
                 if text.startswith("Step "):

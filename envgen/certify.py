@@ -10,7 +10,7 @@ import tarfile
 import time
 from dataclasses import dataclass
 
-from . import __version__, gpu_access, require_cuda
+from . import __version__, certs, gpu_access, require_cuda
 from .compat import driver_cuda, kernels_for
 from .engine import run_to_end
 from .errors import CheckFailed, EnvironmentMissing, InputError
@@ -45,11 +45,17 @@ def inspect_target(c, ref: str) -> Target:
     if "io.envgen.stack" not in labels:
         raise InputError(f"image {ref} has no io.envgen.stack label: it was not built by "
                          f"envgen, so there is no stack to certify against")
+    from .lockfile import stack_problems   # a label is as untrusted as a lock: same checks
+    raw = labels["io.envgen.stack"]
     try:
-        stack = Stack.from_json(json.loads(labels["io.envgen.stack"]))
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(f"image {ref}: its io.envgen.stack label is unreadable ({e})") \
-            from None
+        data = json.loads(raw) if isinstance(raw, str) and len(raw) < 1 << 20 else None
+    except (ValueError, RecursionError):
+        data = None
+    problems = stack_problems(data) if data is not None else ["not JSON"]
+    if problems:
+        raise InputError(f"image {ref}: its io.envgen.stack label is not a stack envgen "
+                         f"wrote ({problems[0]})")
+    stack = Stack.from_json(data)
     env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
     return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
                   tuple(img.attrs.get("RepoDigests") or ()))
@@ -106,9 +112,10 @@ def _report(stdout: str) -> dict | None:
 
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
-            matrix=None) -> dict:
+            matrix=None, tags: tuple[str, ...] = ()) -> dict:
     """Certify one image; returns the certificate (passed or not). Raises for bad input,
-    a missing environment, or a host that cannot run the image at all."""
+    a missing environment, or a host that cannot run the image at all. `tags`: names the
+    image will get once it passes (it may have none yet: tags come after certification)."""
     target = inspect_target(c, ref)
     indices = gpu_access.parse_gpus(gpus, len(host.gpus))
     if gpus not in ("none", "auto") and not indices:
@@ -160,7 +167,11 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     return {
         "schema": 1,
         "image_id": target.image_id,
-        "image_tags": list(target.tags),
+        "image_tags": sorted(set(target.tags) | set(tags)),
+        "profile": certs.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps,
+                                    multi_gpu),
+        "params": {"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu,
+                   "timeout": timeout},
         "stack": st.to_json(),
         "level": report.get("level"),
         "passed": bool(report.get("passed")) and code == 0,

@@ -7,12 +7,23 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import EnvgenError, InputError
+from .errors import EnvgenError, InputError, InternalError
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors are exit 2, one sentence, no traceback
         raise InputError(f"{self.prog}: {message}")
+
+
+def _whole(lo: int, hi: int, unit: str):
+    """An argparse type: a whole number from lo to hi (a 5,000-digit one is refused too)."""
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.isdigit()) or len(text) > 9 or \
+                not lo <= int(text) <= hi:
+            raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number of "
+                                             f"{unit} from {lo} to {hi}")
+        return int(text)
+    return parse
 
 
 from .commands._common import out_json as _json_out
@@ -177,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="envgen", description="Certified GPU training environments from a "
                                            "compatibility matrix.")
     p.add_argument("--version", action="version", version=f"envgen {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of an internal error (also ENVGEN_DEBUG=1)")
     p.add_argument("--matrix", metavar="PATH",
                    help="matrix file or folder to use instead of the bundled one")
     json_flag = _Parser(add_help=False)
@@ -232,8 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gpus", default="auto", help="all, none, auto (default) or 0,1")
     c.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
                    default="auto", help="how GPUs reach the container")
-    c.add_argument("--timeout", type=int, default=900, help="seconds before the run is killed")
-    c.add_argument("--steps", type=int, default=None, help="training steps")
+    c.add_argument("--timeout", type=_whole(60, 86400, "seconds"), default=900,
+                   help="seconds before the run is killed (60 to 86400; default 900)")
+    c.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None,
+                   help="training steps (a run with other steps is another certificate)")
     c.add_argument("--multi-gpu", action="store_true", help="also run DDP over NCCL")
     c.set_defaults(func=_later("certify"))
 
@@ -290,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("smoke", parents=[json_flag],
                         help="run the smoke-training payload natively on this host")
     sm.add_argument("--require", choices=["auto", "cuda", "cpu"], default="auto")
-    sm.add_argument("--steps", type=int, default=None)
+    sm.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None)
     sm.add_argument("--multi-gpu", action="store_true")
     sm.set_defaults(func=_later("smoke"))
 
@@ -309,27 +324,91 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+ISSUES_URL = "https://github.com/envgen/envgen/issues"
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the process is, so every cleanup path that runs on
+    Ctrl-C (containers removed, build children killed, temporary files gone) runs too."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, _frame):
+    raise Interrupted(signum)
+
+
+def _report(e: EnvgenError, want_json: bool) -> int:
+    if e.output is not None:   # a result that must not be lost (e.g. an unsaved certificate)
+        print(json.dumps(e.output, indent=2))
+    if want_json:
+        print(json.dumps(e.to_json(), indent=2))
+    else:
+        text = str(e)
+        text = text if len(text) <= 1000 else text[:997] + "..."   # the last guard on echoes
+        print(f"envgen: error: {text}", file=sys.stderr)
+        for h in e.hints:
+            print(f"  try: {h}", file=sys.stderr)
+        for p in getattr(e, "problems", [])[1:20]:
+            print(f"  also: {p}", file=sys.stderr)
+    return e.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit codes (design.md): 0 ok, 1 the thing checked is false, 2 bad
+    input, 3 the environment lacks something, 4 a bug in envgen; 128+N on signal N."""
+    import os
+    import signal
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("ENVGEN_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     want_json = "--json" in argv
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, _interrupt)
+        except ValueError:   # not the main thread: leave signals to whoever owns them
+            pass
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except EnvgenError as e:
-        if want_json:
-            print(json.dumps(e.to_json(), indent=2))
-        else:
-            print(f"envgen: error: {e}", file=sys.stderr)
-            for h in e.hints:
-                print(f"  try: {h}", file=sys.stderr)
-            for p in getattr(e, "problems", [])[1:20]:
-                print(f"  also: {p}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("envgen: interrupted", file=sys.stderr)
-        return 130
+        return _report(e, want_json)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"envgen: {'interrupted' if signum == signal.SIGINT else 'terminated'} "
+              f"({signal.Signals(signum).name}); nothing half-done was kept", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        return _report(InputError("the input is nested too deeply to read"), want_json)
+    except Exception as e:  # the last resort: one sentence, exit 4, never a traceback
+        from .engine import daemon_failed
+        known = daemon_failed(e)
+        if known is not None:
+            if debug:
+                import traceback
+                traceback.print_exc()
+            return _report(known, want_json)
+        if debug:
+            import traceback
+            traceback.print_exc()
+        where = ""
+        tb = e.__traceback__
+        while tb is not None:
+            where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        text = " ".join(str(e).split())[:200]
+        bug = InternalError(f"internal error{where}: {type(e).__name__}: {text} (a bug in "
+                          f"envgen {__version__}; please report it at {ISSUES_URL} with "
+                          f"the output of the same command run with --debug)")
+        return _report(bug, want_json)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

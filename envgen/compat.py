@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import InputError
+from .errors import InputError, shown
 from .matrix import Matrix
 from .model import V, CudaRelease, Gpu, Variant
 
@@ -16,14 +16,14 @@ CC_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
 def check_driver(text, what: str = "--driver") -> str:
     """A driver version as a user typed it (535, 535.104 or 535.104.05), or InputError."""
     if not isinstance(text, str) or not DRIVER_RE.fullmatch(text):
-        raise InputError(f"{what} {text!r} is not a driver version like 535.104.05")
+        raise InputError(f"{what} {shown(text)} is not a driver version like 535.104.05")
     return text
 
 
 def check_cc(text, what: str = "--cc") -> str:
     """A compute capability such as 9.0, or InputError."""
     if not isinstance(text, str) or not CC_RE.fullmatch(text):
-        raise InputError(f"{what} {text!r} is not a compute capability like 9.0")
+        raise InputError(f"{what} {shown(text)} is not a compute capability like 9.0")
     return text
 
 

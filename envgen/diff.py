@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .compat import DRIVER_RE, FORWARD, MINOR, NATIVE, check_driver, driver_runs, kernels_for
-from .errors import EnvgenError, InputError, MatrixError
+from .errors import EnvgenError, InputError, MatrixError, shown
 from .matrix import Matrix
 from .model import Gpu, Stack, V
 from .resolve import Host, resolve
@@ -24,7 +24,7 @@ SKIP_FIELDS = {"reasons", "matrix_sha256", "packages"}
 def parse_driver_range(text: str) -> tuple[str, str]:
     old, sep, new = (text or "").partition("..")
     if not sep:
-        raise InputError(f"--driver {text!r} must be OLD..NEW, e.g. 535.274.02..580.95.05")
+        raise InputError(f"--driver {shown(text)} must be OLD..NEW, e.g. 535.274.02..580.95.05")
     return check_driver(old, "--driver OLD"), check_driver(new, "--driver NEW")
 
 

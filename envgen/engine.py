@@ -4,26 +4,152 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .errors import EnvironmentMissing
+from .errors import EnvironmentMissing, InputError
 
 START_HINT = ("start it with `setsid dockerd >/tmp/dockerd.log 2>&1 &` as root (after "
               "`apt-get install -y docker.io`), or `sudo systemctl start docker`")
 
 
-def client():
-    """A docker SDK client that has answered a ping, or EnvironmentMissing (exit 3)."""
-    import docker
+PING_S = 15.0    # a daemon that accepts and never answers is given up after this
+CALL_S = 120.0   # the bound on any one later call (reads of a stream included)
+OWNER_LABEL = "io.envgen.owner"        # HOST:PID of the envgen that started a container
+DEADLINE_LABEL = "io.envgen.deadline"  # epoch seconds after which it has no business running
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    """A timeout from the environment (ENVGEN_DOCKER_TIMEOUT and friends), or the default."""
+    raw = os.environ.get(name, "")
     try:
-        c = docker.from_env(timeout=600)
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:
+        raise InputError(f"{name}={raw[:40]!r} must be a number of seconds from 1 to 86400")
+    return value
+
+
+def docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _causes(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def unreachable(e: BaseException, waited: float) -> EnvironmentMissing:
+    """The one sentence for a daemon that cannot be talked to, naming why."""
+    host = docker_host()
+    chain = list(_causes(e))
+    if any(isinstance(x, PermissionError) for x in chain):
+        return EnvironmentMissing(
+            f"permission denied on the Docker socket {host}: run envgen as a member of the "
+            f"docker group (`sudo usermod -aG docker $USER`, then log in again) or as root")
+    if any("timeout" in type(x).__name__.lower() or "timed out" in str(x).lower()
+           for x in chain):
+        return EnvironmentMissing(
+            f"the Docker daemon at {host} accepted the connection but did not answer within "
+            f"{waited:g} s (ENVGEN_DOCKER_PING_TIMEOUT); restart it, or check what holds it")
+    return EnvironmentMissing(f"no Docker daemon answers at {host} ({type(chain[-1]).__name__})"
+                              f"; {START_HINT}")
+
+
+def daemon_failed(e: BaseException) -> EnvironmentMissing | None:
+    """A docker SDK or transport error that reached the shell, as one sentence (exit 3), or
+    None when `e` is not one. A daemon that answered ping may still fail later (HTTP 500)."""
+    mod = type(e).__module__ or ""
+    if not mod.startswith(("docker", "requests", "urllib3")):
+        return None
+    chain = list(_causes(e))
+    if any("timeout" in type(x).__name__.lower() for x in chain):
+        return EnvironmentMissing(f"the Docker daemon at {docker_host()} stopped answering "
+                                  f"(no reply within ENVGEN_DOCKER_TIMEOUT s)")
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    what = getattr(e, "explanation", None) or str(e)
+    what = " ".join(str(what).split())[:200]
+    if status:
+        return EnvironmentMissing(f"the Docker daemon at {docker_host()} failed a request "
+                                  f"(HTTP {status}: {what})")
+    return EnvironmentMissing(f"the Docker daemon at {docker_host()} failed: {what}")
+
+
+def client():
+    """A docker SDK client that has answered a ping, or EnvironmentMissing (exit 3). The
+    first calls (API version, ping) wait PING_S at most; every later call CALL_S
+    (ENVGEN_DOCKER_PING_TIMEOUT, ENVGEN_DOCKER_TIMEOUT). Containers that a killed envgen
+    left behind are removed here, so every command that talks to the daemon reaps them."""
+    import docker
+    ping = seconds_from_env("ENVGEN_DOCKER_PING_TIMEOUT", PING_S)
+    call = seconds_from_env("ENVGEN_DOCKER_TIMEOUT", CALL_S)
+    try:
+        c = docker.from_env(timeout=ping)
         c.ping()
-        return c
-    except Exception as e:  # the SDK raises DockerException, requests or OSError variants
-        raise EnvironmentMissing(f"no Docker daemon answers ({type(e).__name__}); "
-                                 f"{START_HINT}") from e
+    except Exception as e:  # DockerException, requests' and OSError variants
+        raise unreachable(e, ping) from e
+    c.api.timeout = call
+    reap(c)
+    return c
+
+
+def owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's live process
+        return True
+    return True
+
+
+def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
+    """Whether a container labelled by envgen has outlived what started it: its envgen
+    (on this host) is gone, or its deadline has passed."""
+    host = host or socket.gethostname()
+    try:
+        if float(labels.get(DEADLINE_LABEL, "inf")) < now:
+            return True
+    except ValueError:
+        return True
+    who, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
+    return who == host and pid.isdigit() and not _alive(int(pid))
+
+
+def reap(c) -> list[str]:
+    """Remove envgen's containers whose envgen was killed (SIGKILL leaves no chance to clean
+    up) or that ran past their deadline. Returns their IDs; never fails the command."""
+    removed = []
+    try:
+        for ct in c.containers.list(all=True, filters={"label": OWNER_LABEL}):
+            if orphaned(ct.labels or {}, time.time()):
+                ct.remove(force=True)
+                removed.append(ct.id)
+    except Exception:  # reaping is housekeeping: a daemon fault shows in the real call
+        pass
+    return removed
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when envgen dies, SIGKILL included, so no
+    `docker build` outlives the envgen that started it (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -68,7 +194,14 @@ def buildkit_cli() -> BuildCli | None:
 
 
 def image_or_none(c, ref: str):
+    """The image `ref` names on this daemon, or None (a malformed reference names none)."""
     import docker
+
+    from .registry import parse_image_ref
+    try:
+        parse_image_ref(ref)
+    except InputError:
+        return None
     try:
         return c.images.get(ref)
     except docker.errors.ImageNotFound:
@@ -87,13 +220,28 @@ def remove_image(c, ref: str) -> None:
         pass
 
 
+# The container's own time limit: SIGALRM, armed before exec and kept across it, ends the
+# command even when the envgen that waits for it was killed. docker-init (init=True) is
+# PID 1, so the signal is not ignored as it would be by an init process, and it reaps the
+# command's children (DataLoader workers, DDP ranks).
+_LIMIT = ("import os, signal, sys; signal.alarm(int(sys.argv[1])); "
+          "os.execvp(sys.argv[2], sys.argv[2:])")
+GRACE_S = 30
+
+
 def run_to_end(c, image: str, command: list[str], timeout: float, before_start=None,
-               **create_kwargs) -> tuple[int, str, str]:
-    """Run `command` in a new container of `image` and return (exit code, stdout, stderr).
-    The container is removed on every path, Ctrl-C included. `before_start(container)` may
-    inspect it first (and raise to stop). Past `timeout` s the container is killed and
-    TimeoutError raised."""
-    container = c.containers.create(image, command=command, detach=True, **create_kwargs)
+               labels: dict | None = None, **create_kwargs) -> tuple[int, str, str]:
+    """Run `command` (its first word a program on the image's PATH; the image has python)
+    in a new container of `image` and return (exit code, stdout, stderr). Past `timeout` s
+    the container is killed and TimeoutError raised; past timeout + GRACE_S it ends itself.
+    It is removed on every path, Ctrl-C and SIGTERM included; after a SIGKILL the next
+    envgen removes it (`reap`). `before_start(container)` may inspect it first."""
+    limit = int(timeout) + GRACE_S
+    labels = {**(labels or {}), OWNER_LABEL: owner(),
+              DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S)}
+    container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
+                                                    *command],
+                                    detach=True, init=True, labels=labels, **create_kwargs)
     try:
         if before_start is not None:
             before_start(container)

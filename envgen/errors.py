@@ -2,14 +2,22 @@
 from __future__ import annotations
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """A value from the user, quoted and cut short, for a message (never a 10,000-character
+    echo; newlines and control characters stay visible)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
 class EnvgenError(Exception):
     """Base of every error envgen reports to a user: one sentence, an exit code, a place."""
 
     exit_code = 2
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 hints: tuple[str, ...] | list[str] = ()):
+                 hints: tuple[str, ...] | list[str] = (), output: object = None):
         super().__init__(message)
+        self.output = output   # a result printed (as JSON on stdout) before the error
         self.message = message
         self.file = file
         self.line = line
@@ -75,6 +83,12 @@ class EnvironmentMissing(EnvgenError):
     """The host lacks something: no Docker daemon, no GPU where one is required."""
 
     exit_code = 3
+
+
+class InternalError(EnvgenError):
+    """A bug in envgen: one sentence and where to report it (`--debug` shows the traceback)."""
+
+    exit_code = 4
 
 
 class BuildFailed(EnvgenError):

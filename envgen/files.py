@@ -6,7 +6,10 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
+
+from .errors import InputError
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
@@ -43,6 +46,36 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR,
+          "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def read_regular(path: Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes; else
+    InputError naming the file. Opened without blocking and checked on the open descriptor,
+    so a FIFO (or /dev/zero) never hangs or floods the reader; OSError passes through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+            raise InputError(f"the {what} is {kind}, not a regular file", file=str(path))
+        if st.st_size > limit:
+            raise InputError(f"the {what} is larger than {limit // 1024 // 1024 or 1} MiB"
+                             if limit >= 1024 * 1024 else
+                             f"the {what} is larger than {limit // 1024} KiB", file=str(path))
+        chunks, total = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:   # it grew while being read
+                raise InputError(f"the {what} grew past its size limit while being read",
+                                 file=str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_json(path: Path, obj) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 
@@ -26,22 +27,33 @@ class GpuPlan:
         return f"{self.mode} ({','.join(map(str, self.indices)) or 'no GPU'})"
 
 
+_GPU_LIST = re.compile(r"[0-9]{1,3}(?:,[0-9]{1,3})*")
+
+
+def check_gpus(value: object) -> str:
+    """`value` when it is all, none, auto or a list like 0,1; else InputError (exit 2)."""
+    if not isinstance(value, str) or not (value in ("all", "none", "auto")
+                                          or _GPU_LIST.fullmatch(value)):
+        shown = value[:40] if isinstance(value, str) else value
+        raise InputError(f"--gpus {shown!r} must be all, none, auto or a list of GPU "
+                         f"indices like 0,1")
+    return value
+
+
 def parse_gpus(value: str, available: int) -> list[int] | None:
-    """`all`, `none`, `auto` or `0,1` → indices (None for none)."""
+    """`all`, `none`, `auto` or `0,1` → indices (None for none). A GPU this host does not
+    have is EnvironmentMissing (exit 3): the flag is fine, the host lacks it."""
+    check_gpus(value)
     if value == "none":
         return None
     if value in ("all", "auto"):
-        return list(range(available)) if available else ([] if value == "auto" else [])
-    try:
-        idx = [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"--gpus {value!r} must be all, none, auto or a list like 0,1") \
-            from None
-    bad = [i for i in idx if i < 0 or i >= available]
+        return list(range(available))
+    idx = [int(x) for x in value.split(",")]
+    bad = [i for i in idx if i >= available]
     if bad:
         raise EnvironmentMissing(f"--gpus {value}: no GPU {bad[0]} on this host "
                                  f"({available} visible)")
-    return idx
+    return sorted(set(idx))
 
 
 def detect_mode(docker_info: dict) -> str:

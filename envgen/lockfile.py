@@ -10,8 +10,11 @@ from pathlib import Path
 
 from .closure import parse_pin
 from .errors import InputError, MatrixError
+from .files import read_regular
 from .matrix import schema
 from .model import Stack
+
+MAX_LOCK_BYTES = 64 * 1024 * 1024
 
 LOCK_VERSION = 1
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
@@ -194,13 +197,27 @@ def entry_problems(name, entry) -> list[str]:
     return p
 
 
+class _LongNumber(ValueError):
+    pass
+
+
+def _short_int(digits: str) -> int:
+    # Python refuses to convert more than 4,300 digits, with a ValueError and no line.
+    if len(digits) > 64:
+        raise _LongNumber(digits)
+    return int(digits)
+
+
 def parse_lock(text: str, name: str) -> dict:
     """A lock file's content, or InputError naming every problem with file:line."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_short_int)
     except json.JSONDecodeError as e:
         raise InputError(f"not a valid lock file: {e.msg} (column {e.colno})", file=name,
                          line=e.lineno) from None
+    except _LongNumber as e:
+        raise InputError("not a valid lock file: a number longer than 64 digits", file=name,
+                         line=_line_of(text, e.args[0])) from None
     except RecursionError:
         raise InputError("not a valid lock file: nested too deeply", file=name,
                          line=1) from None
@@ -236,9 +253,7 @@ def read_lock(path: str | Path) -> dict:
     if path.is_symlink():
         raise InputError("a lock file may not be a symbolic link", file=str(path))
     try:
-        if path.stat().st_size > 64 * 1024 * 1024:
-            raise InputError("the lock file is larger than 64 MiB", file=str(path))
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_LOCK_BYTES, "lock file").decode("utf-8")
     except FileNotFoundError:
         raise InputError("no such lock file (create one with `envgen lock`)",
                          file=str(path)) from None

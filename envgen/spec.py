@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from .errors import InputError
+from .errors import InputError, shown
 from .matrix import Matrix
 
 OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cpu)$",
@@ -43,20 +43,25 @@ class Spec:
 def parse_spec(text: str, matrix: Matrix) -> Spec:
     """A Spec, or an InputError naming what is wrong with the text."""
     if not text or len(text) > 200 or any(c.isspace() and c != " " for c in text):
-        raise InputError(f"spec {text!r} is empty, too long or holds control characters")
+        raise InputError(f"spec {shown(text)} is empty, too long or holds control characters")
     head, *rest = [t.strip() for t in text.split(",")]
     options: dict[str, str] = {}
     clauses: list[str] = []
     for token in rest:
         key, eq, value = token.partition("=")
         if eq and key in OPTIONS and not value.startswith("="):
-            if not re.match(OPTIONS[key], value):
-                raise InputError(f"spec {text!r}: {key}={value!r} is not a valid {key}")
+            if not re.fullmatch(OPTIONS[key], value):
+                raise InputError(f"spec {shown(text)}: {key}={value!r} is not a valid {key}")
+            if key in options and options[key] != value:
+                raise InputError(f"spec {shown(text)}: {key} is given twice ({options[key]} and "
+                                 f"{value}); keep one")
             options[key] = value
+        elif eq and key in OPTIONS:
+            raise InputError(f"spec {shown(text)}: {token!r} is not {key}=VALUE")
         elif token and token[0] in "<>=!~":
             clauses.append(token)
         else:
-            raise InputError(f"spec {text!r}: cannot read {token!r} "
+            raise InputError(f"spec {shown(text)}: cannot read {token!r} "
                              f"(expected a version clause or one of {', '.join(OPTIONS)}=...)")
     variant = None
     m = _NAME.match(head)
@@ -65,7 +70,7 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     else:
         r = _REQ.match(head)
         if not r:
-            raise InputError(f"spec {text!r}: cannot read {head!r}")
+            raise InputError(f"spec {shown(text)}: cannot read {head!r}")
         name = r.group(1)
         if r.group(2):
             clauses.insert(0, r.group(2).strip())
@@ -73,15 +78,16 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     if fw is None:
         known = ", ".join(sorted({f.name for f in matrix.frameworks} |
                                  {f.package for f in matrix.frameworks}))
-        raise InputError(f"spec {text!r}: unknown framework {name!r} (known: {known})")
+        raise InputError(f"spec {shown(text)}: unknown framework {name!r} (known: {known})")
     try:
         specifier = SpecifierSet(",".join(clauses))
     except InvalidSpecifier:
-        raise InputError(f"spec {text!r}: {','.join(clauses)!r} is not a valid version "
+        raise InputError(f"spec {shown(text)}: {','.join(clauses)!r} is not a valid version "
                          f"specifier") from None
     if "variant" in options:
         if variant and options["variant"] != variant:
-            raise InputError(f"spec {text!r}: names two variants")
+            raise InputError(f"spec {shown(text)}: names two variants ({variant} and "
+                             f"{options['variant']}); keep one")
         variant = options["variant"]
     return Spec(text=text, framework=fw.name, specifier=specifier, variant=variant,
                 python=options.get("python"), base=options.get("base"))

@@ -1,7 +1,11 @@
 """Where envgen keeps its own files: certificates, build logs, rendered contexts."""
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import shutil
+import socket
 from pathlib import Path
 
 
@@ -22,3 +26,39 @@ def logs_dir() -> Path:
 
 def contexts_dir() -> Path:
     return home() / "contexts"
+
+
+def scratch_dir() -> Path:
+    return home() / "tmp"
+
+
+def _dead(name: str, host: str) -> bool:
+    """Whether a scratch folder `PREFIX.HOST.PID.RANDOM` belongs to a gone process here."""
+    parts = name.split(".")
+    if len(parts) < 4 or parts[-3] != host or not parts[-2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[-2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@contextlib.contextmanager
+def scratch(prefix: str):
+    """A private scratch folder under ENVGEN_HOME (not /tmp), removed on exit; folders
+    that a killed envgen left behind (SIGKILL runs no cleanup) are removed first."""
+    root = scratch_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname().replace(".", "_")
+    for old in root.iterdir():
+        if _dead(old.name, host):
+            shutil.rmtree(old, ignore_errors=True)
+    path = root / f"{prefix}.{host}.{os.getpid()}.{secrets.token_hex(4)}"
+    path.mkdir(mode=0o700)
+    try:
+        yield str(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

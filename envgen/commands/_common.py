@@ -68,4 +68,5 @@ def resolve_for(args, matrix=None, spec_text=None):
                            python=getattr(args, "python", None),
                            sources=getattr(args, "sources", None)
                            or os.environ.get("ENVGEN_SOURCES"))
-    return resolve(m, parse_spec(spec_text or args.spec, m), host)
+    return resolve(m, parse_spec(args.spec if spec_text is None else spec_text, m),
+                   host)

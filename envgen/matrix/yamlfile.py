@@ -63,6 +63,14 @@ class _Loader(yaml.SafeLoader):
         return out
 
 
+    def construct_yaml_int(self, node):
+        # Python refuses to convert more than 4,300 digits, with a ValueError and no line.
+        if len(str(node.value)) > 64:
+            raise _Located("a number longer than 64 characters", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _Loader.construct_sequence)
 
@@ -98,12 +106,14 @@ def load_text(text: str, name: str):
 def read_text(path: Path, name: str | None = None) -> str:
     """Read a file as strict UTF-8, naming the line of the first bad byte."""
     name = name or str(path)
+    from ..errors import InputError
+    from ..files import read_regular
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_BYTES)
     except OSError as e:
         raise MatrixError(message=f"cannot read: {e.strerror}", file=name) from None
-    if len(data) > MAX_BYTES:
-        raise MatrixError(message=f"file is larger than {MAX_BYTES // 1024} KiB", file=name)
+    except InputError as e:
+        raise MatrixError(message=e.message, file=name) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
