@@ -229,3 +229,98 @@ def _unmount_under(root: Path) -> None:
         return
     for m in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
         subprocess.run(["umount", "-l", m], capture_output=True)
+
+
+@contextmanager
+def fake_daemon(folder: Path, fault: str) -> Iterator[str]:
+    """A Docker API on a unix socket that misbehaves as a broken daemon does; yields its
+    DOCKER_HOST. `hang`: accepts every connection and never answers. `500`: answers the
+    version handshake and ping as Docker 20.10 does, then HTTP 500 to every other call.
+    Runs in this process's threads; the socket is gone when the block ends."""
+    import http.server
+    import socketserver
+    import threading
+
+    path = folder / f"fake-{fault}.sock"
+
+    class Hang(socketserver.BaseRequestHandler):
+        def handle(self):
+            while not stop.wait(0.2):   # hold the connection, say nothing
+                pass
+
+    class Faulty(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def address_string(self):
+            return "fake"
+
+        def log_message(self, *_):
+            pass
+
+        def _send(self, code: int, body: dict | str, ctype="application/json"):
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Api-Version", "1.41")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            route = self.path.split("?")[0].rstrip("/")
+            if route.endswith("/_ping"):
+                return self._send(200, "OK", "text/plain")
+            if route.endswith("/version"):
+                return self._send(200, {"Version": "20.10.24", "ApiVersion": "1.41",
+                                        "MinAPIVersion": "1.12", "Os": "linux"})
+            self._send(500, {"message": "injected fault: the daemon is failing"})
+
+        do_GET = do_POST = do_DELETE = do_HEAD = do_PUT = _answer
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+    stop = threading.Event()
+    server = Server(str(path), Hang if fault == "hang" else Faulty)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        path.unlink(missing_ok=True)
+
+
+def labelled_containers(owner_pid: int, host: str | None = None) -> list[str]:
+    """IDs of containers (running or not) that envgen process `owner_pid` started."""
+    name = socket.gethostname()
+    r = docker("ps", "-aq", "--filter", f"label=io.envgen.owner={name}:{owner_pid}",
+               host=host)
+    return r.stdout.split()
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is `pid`, read from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

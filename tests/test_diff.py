@@ -262,6 +262,23 @@ def test_diff_between_two_git_revisions_of_matrices(tmp_path, monkeypatch, capsy
     assert "neither a matrix file or folder nor a git revision" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../../../etc/passwd"])
+def test_diff_over_a_revision_holding_a_symlink_refuses_it(tmp_path, monkeypatch, capsys,
+                                                           target):
+    old, _ = _two_minis(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "matrices").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    shutil.copy(old / "mini.yaml", repo / "matrices" / "mini.yaml")
+    (repo / "matrices" / "x.yaml").symlink_to(target)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "link")
+    monkeypatch.chdir(repo)
+    assert main(["diff", "HEAD", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert "HEAD:matrices/x.yaml is a symbolic link" in err and "root:" not in err
+
+
 def test_matrix_diff_with_driver_uses_the_new_matrix(tmp_path, capsys):
     old, new = _two_minis(tmp_path)
     code, out = run_json(capsys, "diff", str(old), str(new), "--driver", f"{R535}..{R580}",

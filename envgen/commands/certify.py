@@ -3,15 +3,21 @@ from __future__ import annotations
 
 from .. import certs, engine, host, state
 from ..certify import certify
-from ..errors import CheckFailed, EnvgenError, EnvironmentMissing, InputError
+from ..errors import CheckFailed, EnvgenError, EnvironmentMissing, InputError, shown
 from ..gpu_access import check_gpus
 from ._common import load_matrix_for, out_json, print_certificate, resolve_for
 
 
 def check_inputs(args) -> None:
     """Everything a certification needs that can be refused before any work: the --gpus
-    value and a certificate store that takes a write."""
+    value, the GPUs it names on this host, and a certificate store that takes a write."""
+    from ..gpu_access import parse_gpus
     check_gpus(args.gpus)
+    if args.gpus not in ("none", "auto"):
+        hg = host.detect()
+        if not parse_gpus(args.gpus, len(hg.gpus)):
+            raise EnvironmentMissing(f"--gpus {args.gpus} asks for a GPU, but this host has "
+                                     f"none ({hg.error or 'nvidia-smi lists no GPU'})")
     certs.check_writable()
 
 
@@ -33,33 +39,41 @@ def run_certify(args, c, ref: str, matrix, tags: tuple[str, ...] = ()) -> dict:
     return cert
 
 
-def _target(args, c, m) -> str:
-    """The image to certify: an image reference on this daemon, or a spec resolved to
-    the tag `envgen build` gives it."""
+def _candidates(args, m) -> tuple[str | None, str | None]:
+    """(the target as an image reference, the tag of the target as a spec), each None when
+    the target is not one; InputError when it is neither. Needs no daemon."""
     from ..build import default_tag
     from ..registry import parse_image_ref
     ref = args.target
+    as_ref = as_spec = None
     try:
-        parse_image_ref(ref)
-    except InputError as not_ref:
-        try:
-            return default_tag(resolve_for(args, m, ref))
-        except EnvgenError:
-            raise InputError(f"{ref[:80]!r} is neither an image reference nor a spec "
+        as_ref = parse_image_ref(ref)
+    except InputError as e:
+        not_ref = e
+    try:
+        as_spec = default_tag(resolve_for(args, m, ref))
+    except EnvgenError:
+        if as_ref is None:
+            raise InputError(f"{shown(ref)} is neither an image reference nor a spec "
                              f"({not_ref.message})") from None
-    if engine.image_or_none(c, ref) is None and not ref.startswith("sha256:"):
-        try:
-            return default_tag(resolve_for(args, m, ref))
-        except EnvgenError:   # not a spec either: certify reports the missing image
-            pass
-    return ref
+    return as_ref, as_spec
+
+
+def _target(c, as_ref: str | None, as_spec: str | None) -> str:
+    """The image on this daemon: the reference when it names one, else the spec's tag
+    (certify then reports the missing image by the name the user meant)."""
+    if as_ref is not None and (engine.image_or_none(c, as_ref) is not None
+                               or as_spec is None):
+        return as_ref
+    return as_spec
 
 
 def run(args) -> int:
     check_inputs(args)
     m = load_matrix_for(args)
+    as_ref, as_spec = _candidates(args, m)
     c = engine.client()
-    ref = _target(args, c, m)
+    ref = _target(c, as_ref, as_spec)
     cert = run_certify(args, c, ref, m)
     if args.json:
         out_json(cert)

@@ -44,7 +44,14 @@ def matrix_at(arg: str, tmp: Path):
         raise InputError(f"{rev} has no {path!r} ({r.stderr.decode().strip()[:200]})")
     out = tmp / rev.replace("/", "_").replace("~", "_").replace("^", "_")
     with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
-        tar.extractall(out, filter="data")
+        links = [t.name for t in tar.getmembers() if t.issym() or t.islnk()]
+        if links:   # as in a matrix folder: a link could point anywhere, so none is read
+            raise InputError(f"{rev}:{links[0]} is a symbolic link; matrix files must be "
+                             f"regular files inside the folder")
+        try:
+            tar.extractall(out, filter="data")
+        except tarfile.TarError as e:
+            raise InputError(f"{rev}:{path} cannot be read from git ({e})") from None
     return load_matrix(out / (prefix + path))
 
 

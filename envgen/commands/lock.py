@@ -10,7 +10,30 @@ from ..errors import CheckFailed, InputError
 from ._common import load_matrix_for, out_json, progress, resolve_for
 
 
-def _refs(args, c, m) -> tuple[list[str], list]:
+def _wanted(args, m) -> list[tuple[str, str | None, str | None]]:
+    """Each named SPEC|IMAGE as (what was typed, it as an image reference, the tag it
+    resolves to as a spec); InputError for one that is neither. Needs no daemon."""
+    from ..build import default_tag
+    from ..errors import EnvgenError, shown
+    from ..registry import parse_image_ref
+    out = []
+    for spec in args.specs:
+        as_ref = as_spec = None
+        try:
+            as_ref = parse_image_ref(spec)
+        except InputError:
+            pass
+        try:
+            as_spec = default_tag(resolve_for(args, m, spec))
+        except EnvgenError as e:
+            if as_ref is None:
+                raise InputError(f"{shown(spec)} is neither an image reference nor a spec "
+                                 f"({e.message})") from None
+        out.append((spec, as_ref, as_spec))
+    return out
+
+
+def _refs(args, c, wanted) -> tuple[list[str], list]:
     """Image references to lock: the named specs (an image tag/ID, or a spec resolved to its
     default tag), or the newest certified image of every stack."""
     if not args.specs:
@@ -21,17 +44,16 @@ def _refs(args, c, m) -> tuple[list[str], list]:
             raise InputError(f"no certified image to lock: build and certify one first "
                              f"(`envgen build SPEC --certify`){gone}")
         return refs, skipped
-    from ..build import default_tag
     refs = []
-    for spec in args.specs:
-        if engine.image_or_none(c, spec) is not None:
-            refs.append(spec)
+    for spec, as_ref, as_spec in wanted:
+        if as_ref is not None and engine.image_or_none(c, as_ref) is not None:
+            refs.append(as_ref)
             continue
-        tag = default_tag(resolve_for(args, m, spec))
-        if engine.image_or_none(c, tag) is None:
-            raise InputError(f"{spec} resolves to {tag}, which is not on this Docker daemon "
-                             f"(build it with `envgen build {spec}`)")
-        refs.append(tag)
+        if as_spec is None or engine.image_or_none(c, as_spec) is None:
+            raise InputError(f"{spec} " + (f"resolves to {as_spec}, which is" if as_spec
+                                           else "is") + " not on this Docker daemon "
+                             f"(build it with `envgen build SPEC`)")
+        refs.append(as_spec)
     return refs, []
 
 
@@ -60,10 +82,11 @@ def run(args) -> int:
         from ..registry import parse_repository
         parse_repository(args.push)
     if args.specs or not args.merge:
-        c = engine.client()
-        refs, skipped = _refs(args, c, m)
-        before = (lk.read_lock(args.output)["stacks"] if os.path.exists(args.output)
+        wanted = _wanted(args, m)
+        before = (lk.read_lock(args.output)["stacks"] if os.path.lexists(args.output)
                   else None)
+        c = engine.client()
+        refs, skipped = _refs(args, c, wanted)
         for ref in refs:
             if not args.json:
                 progress(f"locking {ref}: reading its closure and certificate")

@@ -15,11 +15,14 @@ from .. import __version__, state
 
 
 def key_of(files: list[Path]) -> str | None:
+    from ..errors import InputError
+    from ..files import read_regular
+    from .yamlfile import MAX_BYTES
     h = hashlib.sha256(__version__.encode() + b"\0")
     try:
-        for f in files:
-            h.update(str(f.resolve()).encode() + b"\0" + f.read_bytes() + b"\0")
-    except OSError:
+        for f in files:   # a FIFO or a huge file: no key; the loader names the problem
+            h.update(str(f.resolve()).encode() + b"\0" + read_regular(f, MAX_BYTES) + b"\0")
+    except (OSError, InputError):
         return None
     return h.hexdigest()
 

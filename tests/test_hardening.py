@@ -1,0 +1,286 @@
+"""The logic around faults, with fakes: exit codes of internal and daemon errors, reaping
+of orphaned containers, certificate run profiles, tags only after certification, regular
+files only. Each faked path has a real counterpart in test_hardening_real.py."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import types
+
+import pytest
+
+from envgen import certs, engine
+from envgen.cli import main
+from envgen.errors import EnvironmentMissing, InputError
+from envgen.files import read_regular
+
+ID = "sha256:" + "ab" * 32
+
+
+# ---- exit codes -----------------------------------------------------------------------------
+
+def test_an_unexpected_exception_is_exit_4_with_one_sentence(monkeypatch, capsys):
+    from envgen import cli
+
+    def broken(_args):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(cli, "cmd_resolve", broken)
+    assert main(["resolve", "torch"]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "internal error at test_hardening.py:" in err and "ZeroDivisionError" in err
+    assert "--debug" in err and "github.com/envgen/envgen/issues" in err
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch, capsys):
+    from envgen import cli
+    monkeypatch.setattr(cli, "cmd_resolve", lambda _a: 1 / 0)
+    assert main(["resolve", "torch", "--debug"]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.strip().endswith("--debug)")
+
+
+def test_internal_error_under_json_is_json(monkeypatch, capsys):
+    from envgen import cli
+    monkeypatch.setattr(cli, "cmd_resolve", lambda _a: {}["missing"])
+    assert main(["resolve", "torch", "--json"]) == 4
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "InternalError" and out["exit_code"] == 4
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_exits_143(monkeypatch, capsys):
+    from envgen import cli
+
+    def slow(_args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached: the handler raises")
+    monkeypatch.setattr(cli, "cmd_resolve", slow)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["resolve", "torch"]) == 143
+    assert "terminated (SIGTERM)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before   # given back to whoever had it
+
+
+def test_a_daemon_http_500_is_exit_3_naming_it():
+    import docker
+    import requests
+    resp = requests.Response()
+    resp.status_code = 500
+    e = docker.errors.APIError("500 Server Error", response=resp, explanation="boom")
+    known = engine.daemon_failed(e)
+    assert isinstance(known, EnvironmentMissing) and known.exit_code == 3
+    assert "HTTP 500: boom" in known.message
+    assert engine.daemon_failed(ValueError("x")) is None
+
+
+def test_a_denied_docker_socket_is_named_as_such():
+    try:
+        raise ConnectionError("Connection aborted.") from PermissionError(13, "denied")
+    except ConnectionError as e:
+        msg = engine.unreachable(e, 15).message
+    assert msg.startswith("permission denied on the Docker socket")
+    assert "docker group" in msg
+
+
+def test_a_hung_daemon_is_named_with_the_time_waited():
+    import requests
+    e = requests.exceptions.ReadTimeout("Read timed out. (read timeout=2)")
+    assert "did not answer within 2 s" in engine.unreachable(e, 2).message
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "1e9", "nan"])
+def test_timeouts_from_the_environment_are_checked(monkeypatch, value):
+    monkeypatch.setenv("ENVGEN_DOCKER_TIMEOUT", value)
+    with pytest.raises(InputError, match="ENVGEN_DOCKER_TIMEOUT"):
+        engine.seconds_from_env("ENVGEN_DOCKER_TIMEOUT", 120)
+
+
+# ---- orphaned containers ---------------------------------------------------------------------
+
+def _dead_pid() -> int:
+    import subprocess
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_a_container_of_a_dead_envgen_on_this_host_is_orphaned():
+    host = socket.gethostname()
+    far = str(10**10)
+    assert engine.orphaned({engine.OWNER_LABEL: f"{host}:{_dead_pid()}",
+                            engine.DEADLINE_LABEL: far}, now=0)
+    assert not engine.orphaned({engine.OWNER_LABEL: f"{host}:{os.getpid()}",
+                                engine.DEADLINE_LABEL: far}, now=0)
+    # another host's envgen cannot be checked: only its deadline decides
+    assert not engine.orphaned({engine.OWNER_LABEL: f"elsewhere:{_dead_pid()}",
+                                engine.DEADLINE_LABEL: far}, now=0)
+    assert engine.orphaned({engine.OWNER_LABEL: f"elsewhere:1", engine.DEADLINE_LABEL: "5"},
+                           now=10)
+    assert engine.orphaned({engine.OWNER_LABEL: "x:1", engine.DEADLINE_LABEL: "soon"}, now=0)
+
+
+def test_reap_removes_only_orphans_and_never_fails():
+    host = socket.gethostname()
+    removed = []
+
+    class Ct:
+        def __init__(self, cid, labels):
+            self.id, self.labels = cid, labels
+
+        def remove(self, force):
+            removed.append(self.id)
+
+    mine = Ct("live", {engine.OWNER_LABEL: f"{host}:{os.getpid()}",
+                       engine.DEADLINE_LABEL: str(10**10)})
+    orphan = Ct("orphan", {engine.OWNER_LABEL: f"{host}:{_dead_pid()}",
+                           engine.DEADLINE_LABEL: str(10**10)})
+    client = types.SimpleNamespace(containers=types.SimpleNamespace(
+        list=lambda all, filters: [mine, orphan]))
+    assert engine.reap(client) == ["orphan"] and removed == ["orphan"]
+
+    def failing(**_kw):
+        raise RuntimeError("daemon fault")
+    assert engine.reap(types.SimpleNamespace(
+        containers=types.SimpleNamespace(list=failing))) == []
+
+
+def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
+    made = {}
+
+    class Container:
+        def start(self):
+            pass
+
+        def wait(self, timeout):
+            return {"StatusCode": 0}
+
+        def logs(self, stdout, stderr):
+            return b"out" if stdout else b""
+
+        def remove(self, force):
+            made["removed"] = True
+
+    def create(image, command, detach, **kw):
+        made.update(kw, command=command)
+        return Container()
+    client = types.SimpleNamespace(containers=types.SimpleNamespace(create=create))
+    assert engine.run_to_end(client, "img", ["python", "x.py"], 100,
+                             labels={"io.envgen.certify": "1"}) == (0, "out", "")
+    assert made["init"] is True and made["removed"]
+    assert made["command"][:2] == ["python", "-c"] and "signal.alarm" in made["command"][2]
+    assert made["command"][3:] == [str(100 + engine.GRACE_S), "python", "x.py"]
+    labels = made["labels"]
+    assert labels[engine.OWNER_LABEL] == f"{socket.gethostname()}:{os.getpid()}"
+    assert labels["io.envgen.certify"] == "1" and float(labels[engine.DEADLINE_LABEL]) > 0
+
+
+# ---- certificates ----------------------------------------------------------------------------
+
+def _cert(profile="", passed=True, created="2026-12-01T00:00:00Z"):
+    return {"image_id": ID, "image_tags": ["team/img:1"], "passed": passed,
+            "stack": {"stack": "pytorch-cu121"}, "created": created, "profile": profile,
+            "host": {"gpus": []}, "report": {}}
+
+
+def test_a_run_with_other_parameters_is_another_certificate(monkeypatch, tmp_path):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    assert certs.profile_of("cuda", True, None, False) == ""
+    assert certs.profile_of("cpu", False, None, False) == ""
+    assert certs.profile_of("cpu", True, 3, True) == "cpu-steps3-multi-gpu"
+    good = certs.save(_cert())
+    worse = certs.save(_cert("steps3", passed=False, created="2026-12-02T00:00:00Z"))
+    assert good != worse and good.exists() and worse.exists()
+    assert certs.latest_for(ID)["passed"] is True          # the lock pins the default run
+    assert certs.find("abab")["profile"] == ""
+    assert len(certs.load_all()) == 2
+
+
+@pytest.mark.parametrize("text", ["[]", "null", '{"image_id": 5}', "{", '"x"'])
+def test_a_malformed_certificate_file_is_skipped(monkeypatch, tmp_path, text):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / ("ab" * 32 + ".json")).write_text(text)
+    assert certs.load_all() == [] and certs.latest_for(ID) is None
+    with pytest.raises(InputError, match="no certificate"):
+        certs.find("abab")
+
+
+@pytest.mark.parametrize("key", ["", "ab", "a\nb", "x" * 400])
+def test_certs_show_refuses_what_names_no_image(monkeypatch, tmp_path, key):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    certs.save(_cert())
+    with pytest.raises(InputError):
+        certs.find(key)
+
+
+def test_an_unwritable_store_is_found_before_the_run(monkeypatch, tmp_path):
+    (tmp_path / "home").write_text("a file, not a folder")
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    with pytest.raises(EnvironmentMissing, match="cannot write certificates"):
+        certs.check_writable()
+
+
+def test_a_certificate_that_cannot_be_saved_is_printed(monkeypatch, capsys):
+    from envgen.commands import certify as cmd
+    cert = _cert()
+    monkeypatch.setattr(cmd, "certify", lambda *a, **k: dict(cert))
+    monkeypatch.setattr(cmd.host, "detect", lambda: None)
+
+    def full(_c):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cmd.certs, "save", full)
+    args = types.SimpleNamespace(gpus="none")
+    with pytest.raises(EnvironmentMissing) as e:
+        cmd.run_certify(args, None, ID, None)
+    assert "passed but its certificate could not be saved" in e.value.message
+    assert "No space left on device" in e.value.message
+    assert e.value.output["image_id"] == ID
+
+
+# ---- build --certify tags only what passed ---------------------------------------------------
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_build_certify_tags_only_a_certified_image(monkeypatch, capsys, passed):
+    from envgen.commands import build as cmd
+    from envgen.commands import certify as cert_cmd
+    tagged, built = [], {}
+    res = types.SimpleNamespace(image_id=ID, tag="envgen-test/x:1", seconds=1.0,
+                                builder="fake", size_bytes=1, log="log",
+                                to_json=lambda: {"image_id": ID, "tag": "envgen-test/x:1"})
+
+    def fake_build(st, tag, tag_it, **kw):
+        built["tag_it"] = tag_it
+        return res
+    monkeypatch.setattr(cmd, "build", fake_build)
+    monkeypatch.setattr(cmd, "tag_image", lambda c, i, t: tagged.append(t))
+    monkeypatch.setattr(cmd.engine, "client", lambda: None)
+    monkeypatch.setattr(cert_cmd.certs, "check_writable", lambda: None)
+    monkeypatch.setattr(cert_cmd, "run_certify", lambda *a, **k: {
+        **_cert(passed=passed), "level": "cpu", "_path": "p", "seconds": 1,
+        "host": {"gpus": [], "driver": None}, "report": {"checks": []}})
+    rc = main(["build", "pytorch-cu121", "--certify", "--tag", "envgen-test/x:1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert built["tag_it"] is False
+    assert (rc, tagged, out["tag"]) == ((0, ["envgen-test/x:1"], "envgen-test/x:1") if passed
+                                        else (1, [], None))
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+def test_only_regular_files_of_a_sane_size_are_read(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a FIFO"):
+        read_regular(fifo, 100)
+    with pytest.raises(InputError, match="is a folder"):
+        read_regular(tmp_path, 100)
+    with pytest.raises(InputError, match="is a character device"):
+        read_regular("/dev/zero", 100)
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 101)
+    with pytest.raises(InputError, match="larger than"):
+        read_regular(big, 100)
+    big.write_bytes(b"x" * 100)
+    assert read_regular(big, 100) == b"x" * 100
