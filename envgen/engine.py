@@ -220,12 +220,39 @@ def remove_image(c, ref: str) -> None:
         pass
 
 
-# The container's own time limit: SIGALRM, armed before exec and kept across it, ends the
-# command even when the envgen that waits for it was killed. docker-init (init=True) is
-# PID 1, so the signal is not ignored as it would be by an init process, and it reaps the
-# command's children (DataLoader workers, DDP ranks).
-_LIMIT = ("import os, signal, sys; signal.alarm(int(sys.argv[1])); "
-          "os.execvp(sys.argv[2], sys.argv[2:])")
+# The container's own time limit, run as its PID 1 by the image's python: it starts the
+# command in a process group of its own, and when the alarm fires (or docker stops it) it
+# kills that group and exits. So the command ends even when the envgen that waits for it
+# was killed. A handler is installed, so the alarm is not ignored as a PID 1's default
+# signals are; no docker-init is needed (some daemons lack one). Grandchildren that lose
+# their parent are reaped here too.
+_LIMIT = """
+import os, signal, sys
+limit, argv = int(sys.argv[1]), sys.argv[2:]
+child = os.fork()
+if child == 0:
+    os.setpgid(0, 0)
+    os.execvp(argv[0], argv)
+def stop(signum, _frame):
+    try:
+        os.killpg(child, signal.SIGKILL if signum == signal.SIGALRM else signum)
+    except ProcessLookupError:
+        pass
+    if signum == signal.SIGALRM:
+        sys.stderr.write(f"envgen: the container's own time limit of {limit} s ended it\\n")
+        os._exit(128 + signum)
+for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, stop)
+signal.alarm(limit)
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        os._exit(1)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+"""
 GRACE_S = 30
 
 
@@ -241,7 +268,7 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
               DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S)}
     container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
                                                     *command],
-                                    detach=True, init=True, labels=labels, **create_kwargs)
+                                    detach=True, labels=labels, **create_kwargs)
     try:
         if before_start is not None:
             before_start(container)
