@@ -200,7 +200,7 @@ def closure_for(stack: Stack, resolve: bool = True, progress=lambda _m: None
     if not resolve:
         raise InputError(f"no stored closure for {stack.stack} with these inputs; run "
                          f"`envgen closure {stack.stack}` to resolve one")
-    progress(f"resolving the full closure of {stack.stack} with uv (once; then cached)")
+    progress(f"resolving the full closure of {stack.stack} (once; then cached)")
     c = resolve_closure(stack)
     path = cache_dir() / f"{c.key}.json"
     write_json(path, c.to_json())
@@ -373,6 +373,11 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
 def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
                     workers: int = 8) -> Closure:
     inputs = inputs_for(stack)
+    if not inputs["requirements"]:   # a framework base provides everything: nothing to resolve
+        return Closure(key=key_of(inputs), inputs=inputs, pins=(),
+                       resolver="none (the base provides every requirement)",
+                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       stack=stack.stack)
     pins, uv_version = compile_pins(inputs, uv)
     index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
              ).rstrip("/")

@@ -78,6 +78,8 @@ step "native payload (before)"
 python3 envgen/smoke/torch_smoke.py --require cuda > "$OUT/native-1.json"; echo "exit $?"
 step "certify on GPU 0"
 envgen --matrix $M certify "$IMG" --gpus 0 --timeout 500 --json > "$OUT/cert-1gpu.json"; echo "exit $?"
+step "signals during a GPU certification (SIGTERM, then SIGKILL and the next run)"
+python3 bench/gpu/signals.py $M "$IMG" "$OUT/signals.json"; echo "exit $?"
 step "native payload (after)"
 python3 envgen/smoke/torch_smoke.py --require cuda > "$OUT/native-2.json"; echo "exit $?"
 if [ "$NGPU" -ge 2 ]; then
