@@ -114,8 +114,9 @@ def parse_closure(data, name: str) -> Closure:
                                                         created):
         raise bad("'created' must be a UTC time like 2026-12-01T09:40:00Z")
     pkgs = data.get("packages")
-    if not isinstance(pkgs, list) or not pkgs:
-        raise bad("'packages' must be a non-empty list")
+    wanted = data["inputs"].get("requirements")
+    if not isinstance(pkgs, list) or (not pkgs and wanted != []):
+        raise bad("'packages' must be a list, empty only when nothing was required")
     pins, seen = [], set()
     for i, p in enumerate(pkgs):
         pins.append(parse_pin(p, f"packages[{i}]", bad))

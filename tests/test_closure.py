@@ -95,7 +95,7 @@ def good():
     (lambda d: d.update(key="abc"), "'key' must be 64 hex digits"),
     (lambda d: d.update(closure_version=2), "closure_version"),
     (lambda d: d.update(created="yesterday"), "'created'"),
-    (lambda d: d.update(packages=[]), "non-empty list"),
+    (lambda d: d.update(packages=[]), "empty only when nothing was required"),
     (lambda d: d["packages"][0].update(name="six; rm -rf /"), "packages[0].name"),
     (lambda d: d["packages"][0].update(version="1.0 --index-url=http://evil"), ".version"),
     (lambda d: d["packages"][0].update(file="../../etc/passwd.whl"), ".file"),
