@@ -195,6 +195,24 @@ def test_image_not_built_by_envgen_is_bad_input(matrix):
                 HostGpus(None, ()), gpus="none", matrix=matrix)
 
 
+@pytest.mark.parametrize("hostile", [
+    lambda d: d.update(packages=["torch==2.4.1"]),          # a list where a mapping goes
+    lambda d: d["base"].update(suite="--setup-hook=id"),    # an option smuggled as a value
+    lambda d: d.update(stack="../../etc"),                  # a path as a stack name
+    lambda d: d.update(python=3.11),                        # a number where a string goes
+])
+def test_an_image_label_is_validated_like_a_lock(matrix, hostile):
+    st = _stack(matrix, "pytorch-cu121")
+    img = FakeImage(st)
+    data = st.to_json()
+    hostile(data)
+    img.attrs["Config"]["Labels"]["io.envgen.stack"] = json.dumps(data)
+    ct = FakeContainer(_report())
+    with pytest.raises(InputError, match="io.envgen.stack label is not a stack envgen wrote"):
+        certify(FakeClient(img, ct), "x", HostGpus(None, ()), gpus="none", matrix=matrix)
+    assert not ct.started
+
+
 def test_root_image_runs_as_nobody(matrix):
     st = _stack(matrix, "pytorch-cu121")
     c = FakeClient(FakeImage(st, user=""), FakeContainer(_report()))
