@@ -26,6 +26,15 @@ def _whole(lo: int, hi: int, unit: str):
     return parse
 
 
+def _path(text: str) -> str:
+    """An argparse type for a file or folder name: refused before any system call when it
+    could not name one (empty, a NUL byte, a component longer than 255 bytes)."""
+    if not text or "\x00" in text or len(text.encode()) > 4096 or any(
+            len(part.encode()) > 255 for part in text.split("/")):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a usable file or folder name")
+    return text
+
+
 from .commands._common import out_json as _json_out
 from .commands._common import load_matrix_for as _matrix
 from .commands._common import resolve_for as _resolve
@@ -190,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"envgen {__version__}")
     p.add_argument("--debug", action="store_true",
                    help="show the traceback of an internal error (also ENVGEN_DEBUG=1)")
-    p.add_argument("--matrix", metavar="PATH",
+    p.add_argument("--matrix", metavar="PATH", type=_path,
                    help="matrix file or folder to use instead of the bundled one")
     json_flag = _Parser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="machine-readable output")
@@ -227,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
     rd.add_argument("spec")
-    rd.add_argument("-o", "--output", required=True, metavar="DIR")
+    rd.add_argument("-o", "--output", required=True, metavar="DIR", type=_path)
     rd.set_defaults(func=cmd_render)
 
     b = sub.add_parser("build", parents=[json_flag, host], help="render and build an image")
@@ -261,17 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")
     lk.add_argument("specs", nargs="*", metavar="SPEC")
-    lk.add_argument("-o", "--output", default="envgen.lock")
+    lk.add_argument("-o", "--output", default="envgen.lock", type=_path)
     lk.add_argument("--push", metavar="REPOSITORY",
                     help="push each certified image to REPOSITORY/STACK and pin its "
                          "manifest digest, e.g. localhost:5000/team or ghcr.io/org/envgen")
-    lk.add_argument("--merge", nargs="+", metavar="LOCK",
+    lk.add_argument("--merge", nargs="+", metavar="LOCK", type=_path,
                     help="merge these locks' stacks into the output (e.g. per-stack locks "
                          "from CI jobs)")
     lk.set_defaults(func=_later("lock"))
 
     vf = sub.add_parser("verify", parents=[json_flag], help="check images against a lock")
-    vf.add_argument("lock", metavar="LOCK")
+    vf.add_argument("lock", metavar="LOCK", type=_path)
     vf.add_argument("--rebuild", action="store_true",
                     help="also rebuild each stack from the lock and compare layer digests")
     vf.add_argument("--no-pull", action="store_true",
@@ -280,11 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     df = sub.add_parser("diff", parents=[json_flag], help="what changes between matrices "
                                                           "or drivers")
-    df.add_argument("old", nargs="?")
-    df.add_argument("new", nargs="?")
+    df.add_argument("old", nargs="?", type=_path)
+    df.add_argument("new", nargs="?", type=_path)
     df.add_argument("--driver", metavar="OLD..NEW")
     df.add_argument("--gpu", metavar="NAME")
-    df.add_argument("--fleet", metavar="FILE")
+    df.add_argument("--fleet", metavar="FILE", type=_path)
     df.set_defaults(func=_later("diff"))
 
     dr = sub.add_parser("doctor", parents=[json_flag], help="check this host")
