@@ -6,16 +6,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion
-
 from .errors import InputError
-from .model import V
 
 # The toolkit's brand names for each GPU class (libnvidia-container's brand strings).
 BRANDS = {"datacenter": ("tesla", "unknown", "nvidia"),
           "workstation": ("nvidiartx", "quadro", "quadrortx")}
-_OPS = ("==", ">=", "<=", "!=", "=", ">", "<")
-_CONDITION = re.compile(r"^(cuda|driver|arch|brand)(==|>=|<=|!=|=|>|<)([A-Za-z0-9.]+)$")
+# libnvidia-container's grammar (src/cli/dsl.c): a rule name (any case), the longest run of
+# <>=! characters, which must be one of these six ("==" is not one: the toolkit refuses
+# it), and a value; versions hold only digits and dots and compare as numbers component by
+# component, trailing zeros ignored; brands compare without case, with = and != only.
+_OPS = ("=", "!=", "<", "<=", ">", ">=")
+_RULES = ("cuda", "driver", "arch", "brand")
+_SPLIT = re.compile(r"^([^<>=!]+)([<>=!]+)(.*)$", re.S)
+_VERSION = re.compile(r"[0-9]+(?:\.+[0-9]+)*\.*")
 
 
 def make(cuda_major: int, forward_branches: tuple[str, ...] = (),
@@ -45,27 +48,44 @@ class Decision:
     why: str
 
 
+def _condition(cond: str, where: str) -> tuple[str, str, str]:
+    m = _SPLIT.match(cond)
+    name, op, value = (m.group(1).lower(), m.group(2), m.group(3)) if m else ("", "", "")
+    why = None
+    if not m or name not in _RULES:
+        why = "a rule is cuda, driver, arch or brand (in any case)"
+    elif op not in _OPS:
+        why = f"{op!r} is not one of the toolkit's operators (= != < <= > >=)"
+    elif not value:
+        why = "it has no value"
+    elif name == "brand" and op not in ("=", "!="):
+        why = "a brand compares with = or != only"
+    elif name != "brand" and not _VERSION.fullmatch(value):
+        why = f"{value[:20]!r} is not a version of digits and dots"
+    if why:
+        raise InputError(f"{where}: the NVIDIA Container Toolkit cannot read {cond[:60]!r} "
+                         f"({why}); e.g. cuda>=12.1 or brand=tesla,driver>=535,driver<536")
+    return name, op, value
+
+
 def _parse(value: str, where: str) -> list[list[tuple[str, str, str]]]:
-    alternatives = []
-    for alt in value.split():
-        conds = []
-        for cond in alt.split(","):
-            m = _CONDITION.match(cond)
-            if not m:
-                raise InputError(f"{where}: cannot read constraint {cond!r} (expected e.g. "
-                                 f"cuda>=12.1 or brand=tesla,driver>=535,driver<536)")
-            conds.append(m.groups())
-        alternatives.append(conds)
-    return alternatives
+    """Alternatives (space-separated, OR) of conditions (comma-separated, AND); empty
+    pieces are skipped, as the toolkit skips them."""
+    return [[_condition(c, where) for c in alt.split(",") if c]
+            for alt in value.split(" ") if alt and any(alt.split(","))]
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    parts = [int(p) for p in text.split(".") if p]
+    while parts and parts[-1] == 0:   # 12.0 == 12, as the toolkit compares
+        parts.pop()
+    return tuple(parts)
 
 
 def _compare(have: str, op: str, want: str) -> bool:
-    try:
-        a, b = V(have), V(want)
-    except InvalidVersion:
-        a, b = have, want
-    return {"=": a == b, "==": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b,
-            ">": a > b, "<": a < b}[op]
+    a, b = _numbers(have), _numbers(want)
+    return {"=": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b,
+            "<": a < b}[op]
 
 
 def _holds(cond: tuple[str, str, str], host: Host) -> bool:
