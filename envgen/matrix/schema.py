@@ -8,7 +8,7 @@ from ..errors import MatrixError
 # Patterns double as the injection guard: nothing that reaches a template can carry a
 # quote, a space, a `$`, a `;` or a newline.
 VERSION = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9]+)*$",
-           "maxLength": 40}
+           "maxLength": 40, "format": "pep440"}   # the pattern guards; packaging decides
 DRIVER = {"type": "string", "pattern": r"^[0-9]{3}(\.[0-9]{1,3}){1,2}$"}
 CUDA_VER = {"type": "string", "pattern": r"^[0-9]{1,2}\.[0-9]{1,2}(\.[0-9]{1,3})?$"}
 CC = {"type": "string", "pattern": r"^[0-9]{1,2}\.[0-9]$"}
@@ -114,7 +114,19 @@ def _anchor_end(node) -> None:
 
 
 _anchor_end(FILE_SCHEMA)
-_VALIDATOR = jsonschema.Draft202012Validator(FILE_SCHEMA)
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("pep440", raises=ValueError)
+def _pep440(value) -> bool:
+    """A version as packaging parses it (12.x.banana matches the pattern, not this)."""
+    from packaging.version import Version
+    if isinstance(value, str):
+        Version(value)
+    return True
+
+
+_VALIDATOR = jsonschema.Draft202012Validator(FILE_SCHEMA, format_checker=_FORMATS)
 
 
 def line_of(doc, path) -> int | None:
@@ -145,6 +157,8 @@ def _describe(err: jsonschema.ValidationError) -> str:
         return f"{where}: {err.message.replace(' is a required property', '')} is required"
     if err.validator == "pattern":
         return f"{where}: {_short(err.instance)} is not a valid value here"
+    if err.validator == "format":
+        return f"{where}: {_short(err.instance)} is not a version (PEP 440, as packaging reads it)"
     if err.validator in ("type", "anyOf") and isinstance(err.instance, (float, int)) \
             and not isinstance(err.instance, bool):
         return f"{where}: {err.instance!r} is a number; quote versions (\"{err.instance}\")"
