@@ -72,6 +72,11 @@ def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
     mgpu = matrix.gpu(gpu.name) if matrix else None
     rhost = require_cuda.Host(driver=host.driver, cuda=cuda or "0.0",
                               brand=mgpu.brand if mgpu else None, arch=gpu.cc)
+    if mgpu is not None and host.driver:
+        from .compat import gpu_knows
+        known = gpu_knows(matrix, mgpu, host.driver)
+        if not known.ok:
+            raise CheckFailed(f"this host cannot run {target.stack.stack}: {known.why}")
     d = require_cuda.evaluate(target.env, rhost)
     if not d.ok:
         raise CheckFailed(f"this host cannot run {target.stack.stack}: {d.why}")

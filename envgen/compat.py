@@ -40,9 +40,27 @@ def driver_cuda(matrix: Matrix, driver: str) -> str | None:
     return rel.short if rel else None
 
 
+def gpu_knows(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict:
+    """Whether `driver` is new enough to know `gpu` at all: a GPU needs a driver branch that
+    supports its product, whatever CUDA the image carries (forward compatibility included)."""
+    floor = matrix.gpu_min_driver(gpu)
+    if floor is None:
+        return Verdict(True, None, f"the matrix names no first driver for the {gpu.name}")
+    need, _source, inferred = floor
+    note = " (inferred: no source states it)" if inferred else ""
+    if V(driver) < V(need):
+        return Verdict(False, None, f"driver {driver} is older than {need}, the first driver "
+                                    f"that supports the {gpu.name}{note}")
+    return Verdict(True, None, f"driver {driver} supports the {gpu.name} (from {need}{note})")
+
+
 def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None = None,
                 compat_available: bool = True) -> Verdict:
     """Whether `driver` runs an application built with `cuda`, and how."""
+    if gpu is not None:
+        known = gpu_knows(matrix, gpu, driver)
+        if not known.ok:
+            return known
     if V(driver) >= V(cuda.toolkit_driver):
         return Verdict(True, NATIVE, f"driver {driver} is at least {cuda.toolkit_driver}, the "
                                      f"driver CUDA {cuda.version} ships with")

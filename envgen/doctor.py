@@ -65,6 +65,11 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
                          if known else None, "cc": g.cc, "class": known.gpu_class
                          if known else None, "memory_mib": g.memory_total_mib,
                          "memory_used_mib": g.memory_used_mib, "busy": g.busy})
+        if known and gpus.driver:
+            from .compat import gpu_knows
+            k = gpu_knows(m, known, gpus.driver)
+            if not k.ok:
+                problems.append(k.why)
     first = gpus.gpus[0] if gpus.gpus else None
     first_known = m.gpu(first.name) if first else None
     rows = {}

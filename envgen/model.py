@@ -33,6 +33,13 @@ class Located:
     source: str
     file: str = field(default="", compare=False, repr=False)
     line: int = field(default=0, compare=False, repr=False)
+    # "inferred" when no source states the fact; `why` says how it was derived.
+    confidence: str = field(default="stated", compare=False, repr=False)
+    why: str = field(default="", compare=False, repr=False)
+
+    @property
+    def inferred(self) -> bool:
+        return self.confidence == "inferred"
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,17 @@ class Gpu(Located):
     arch: str = ""
     gpu_class: str = ""
     brand: str = ""
+    min_driver: str = ""          # the first driver that supports this product, when its
+    min_driver_source: str = ""   # architecture's first driver is not (from its own source)
+
+
+@dataclass(frozen=True)
+class GpuArchitecture(Located):
+    """The first driver release that supports an architecture's GPUs: an older driver does
+    not know the GPU, whatever CUDA the image carries."""
+
+    arch: str = ""
+    min_driver: str = ""
 
 
 @dataclass(frozen=True)

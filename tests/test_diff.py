@@ -67,10 +67,13 @@ def test_r535_runs_cu130_on_h100_through_forward_compat_but_not_on_rtx4090(m, st
     assert not rtx["runs"] and "geforce" in rtx["why"]
 
 
-def test_r550_forward_compat_reaches_cu130_but_not_cu132_on_h200(m, stacks):
+def test_forward_compat_on_h200_follows_nvidias_table(m, stacks):
+    # NVIDIA's "Use the Right CUDA Forward Compatibility Package" table (CUDA 13.4 edition):
+    # cuda-compat-13-0 is C on 535 and 570; it has no 550 column (R550 is end of life).
     h200 = m.gpu("H200")
-    assert d.verdict(m, stacks["pytorch-cu130"], R550, h200)["how"] == "forward compatibility"
-    assert not d.verdict(m, stacks["pytorch-cu132"], R550, h200)["runs"]
+    v = d.verdict(m, stacks["pytorch-cu130"], R550, h200)
+    assert not v["runs"] and "not a forward-compatible branch for CUDA 13.0" in v["why"]
+    assert d.verdict(m, stacks["pytorch-cu130"], R570, h200)["how"] == "forward compatibility"
 
 
 def test_rtx5090_cannot_run_cu126_for_lack_of_sm120_kernels(m, stacks):

@@ -9,7 +9,8 @@ from packaging.version import InvalidVersion
 
 from ..errors import MatrixError
 from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
-                     Framework, FrameworkRelease, Gpu, Library, Variant, WheelSource)
+                     Framework, FrameworkRelease, Gpu, GpuArchitecture, Library, Variant,
+                     WheelSource)
 from .schema import SECTIONS, validate
 from .table import Matrix
 from .yamlfile import load_file
@@ -90,7 +91,8 @@ def _t(x) -> tuple:
 
 def _build(entries, sha, problems) -> Matrix:
     def loc(raw, f, line):
-        return {"source": raw["source"], "file": f, "line": line}
+        return {"source": raw["source"], "file": f, "line": line,
+                "confidence": raw.get("confidence", "stated"), "why": raw.get("why", "")}
 
     m = Matrix(sha256=sha)
     for raw, f, ln in entries["drivers"]:
@@ -114,7 +116,11 @@ def _build(entries, sha, problems) -> Matrix:
     for raw, f, ln in entries["gpus"]:
         m.gpus.append(Gpu(**loc(raw, f, ln), name=raw["name"], aliases=_t(raw.get("aliases")),
                           cc=raw["cc"], arch=raw.get("arch", ""), gpu_class=raw["class"],
-                          brand=raw.get("brand", "")))
+                          brand=raw.get("brand", ""), min_driver=raw.get("min_driver", ""),
+                          min_driver_source=raw.get("min_driver_source", "")))
+    for raw, f, ln in entries["gpu_architectures"]:
+        m.architectures.append(GpuArchitecture(**loc(raw, f, ln), arch=raw["arch"],
+                                               min_driver=raw["min_driver"]))
     for raw, f, ln in entries["libraries"]:
         m.libraries.append(Library(**loc(raw, f, ln), name=raw["name"],
                                    version=raw["version"], cuda=raw["cuda"]))
@@ -171,6 +177,7 @@ def _cross_check(m: Matrix, problems: list) -> None:
     _unique(problems, m.cuda_majors, lambda c: c.major, "CUDA major")
     _unique(problems, m.cuda, lambda c: c.version, "CUDA release")
     _unique(problems, m.gpus, lambda g: g.name.lower(), "GPU")
+    _unique(problems, m.architectures, lambda a: a.arch, "GPU architecture")
     _unique(problems, m.libraries, lambda lib: (lib.name, lib.version), "library")
     _unique(problems, m.frameworks, lambda f: f.name, "framework")
     _unique(problems, m.releases, lambda r: (r.framework, r.version), "framework release")

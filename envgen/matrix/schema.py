@@ -32,8 +32,14 @@ WHEEL_PINS = {"type": "object", "propertyNames": NAME,
               "additionalProperties": {"anyOf": [VERSION, PIN_SPEC]}}
 
 
+CONFIDENCE = {"enum": ["stated", "inferred"]}
+WHY = {"type": "string", "maxLength": 400, "pattern": r"^[^\n\r\x00]+$"}
+
+
 def _entry(required: dict, optional: dict | None = None) -> dict:
-    props = {**required, **(optional or {}), "source": SOURCE}
+    # Every row may say that no source states its fact (confidence: inferred) and why.
+    props = {**required, **(optional or {}), "source": SOURCE, "confidence": CONFIDENCE,
+             "why": WHY}
     return {"type": "object", "additionalProperties": False, "properties": props,
             "required": sorted([*required, "source"])}
 
@@ -61,7 +67,7 @@ SECTIONS = {
     "drivers": _list(_entry(
         {"branch": {"type": "string", "pattern": r"^[0-9]{3}$"}, "first": DRIVER,
          "latest": DRIVER},
-        {"lts": {"type": "boolean"}, "eol": MONTH})),
+        {"lts": {"type": "boolean"}, "eol": MONTH, "latest_source": SOURCE})),
     "cuda_majors": _list(_entry(
         {"major": {"type": "integer", "minimum": 9, "maximum": 99}, "minimum_driver": DRIVER})),
     "cuda": _list(_entry(
@@ -69,11 +75,13 @@ SECTIONS = {
         {"runtime": VERSION, "compute_capabilities": _list(CC), "released": MONTH})),
     "forward_compat": _list(_entry(
         {"cuda": CUDA_VER, "branches": _list({"type": "string", "pattern": r"^[0-9]{3}$"})},
-        {"gpu_classes": _list({"enum": ["datacenter", "workstation"]})})),
+        {"gpu_classes": _list({"enum": ["datacenter", "workstation", "jetson"]})})),
     "gpus": _list(_entry(
         {"name": GPU_NAME, "cc": CC,
-         "class": {"enum": ["datacenter", "workstation", "geforce"]}},
-        {"aliases": _list(GPU_NAME), "arch": NAME, "brand": NAME})),
+         "class": {"enum": ["datacenter", "workstation", "geforce", "jetson"]}},
+        {"aliases": _list(GPU_NAME), "arch": NAME, "brand": NAME, "min_driver": DRIVER,
+         "min_driver_source": SOURCE})),
+    "gpu_architectures": _list(_entry({"arch": NAME, "min_driver": DRIVER})),
     "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
     "frameworks": _list(_entry(
         {"name": NAME, "package": NAME},

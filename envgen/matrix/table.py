@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
-                     Framework, FrameworkRelease, Gpu, Library, WheelSource)
+                     Framework, FrameworkRelease, Gpu, GpuArchitecture, Library,
+                     WheelSource)
 
 
 @dataclass
@@ -15,6 +16,7 @@ class Matrix:
     cuda: list[CudaRelease] = field(default_factory=list)
     forward_compat: list[ForwardCompat] = field(default_factory=list)
     gpus: list[Gpu] = field(default_factory=list)
+    architectures: list[GpuArchitecture] = field(default_factory=list)
     libraries: list[Library] = field(default_factory=list)
     frameworks: list[Framework] = field(default_factory=list)
     releases: list[FrameworkRelease] = field(default_factory=list)
@@ -59,6 +61,14 @@ class Matrix:
             if want in {norm(g.name), *(norm(a) for a in g.aliases)}:
                 return g
         return None
+
+    def gpu_min_driver(self, gpu: Gpu) -> tuple[str, str, bool] | None:
+        """(first driver that supports `gpu`, its source, inferred?) or None if unknown:
+        the product's own row when it has one, else its architecture's."""
+        if gpu.min_driver:
+            return gpu.min_driver, gpu.min_driver_source or gpu.source, gpu.inferred
+        arch = next((a for a in self.architectures if a.arch == gpu.arch), None)
+        return (arch.min_driver, arch.source, arch.inferred) if arch else None
 
     def newest_driver_cuda(self, driver: str) -> CudaRelease | None:
         """The newest CUDA release whose toolkit driver this driver satisfies."""
