@@ -80,8 +80,9 @@ def cmd_matrix(args) -> int:
     rows, header = section_rows(m, args.section)
     if args.json:
         _json_out([dict(zip(header, r)) for r in rows])
-    else:
-        print(_table(rows, header))
+    else:   # why a fact is inferred is a sentence: --json carries it
+        keep = [i for i, h in enumerate(header) if h != "why"]
+        print(_table([[r[i] for i in keep] for r in rows], [header[i] for i in keep]))
     return 0
 
 
@@ -218,8 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     mxs.add_parser("list", parents=[json_flag, host], help="every stack the matrix offers")
     show = mxs.add_parser("show", parents=[json_flag], help="one section of the matrix")
     show.add_argument("section", nargs="?", default="frameworks",
-                      choices=["drivers", "cuda", "forward_compat", "gpus", "libraries",
-                               "frameworks", "releases", "bases", "sources"])
+                      choices=["drivers", "cuda", "forward_compat", "gpus",
+                               "gpu_architectures", "libraries", "frameworks", "releases",
+                               "bases", "sources"])
     mxs.add_parser("validate", parents=[json_flag], help="validate the matrix")
     mx.set_defaults(func=cmd_matrix)
 

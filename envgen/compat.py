@@ -87,9 +87,10 @@ def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None 
             return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
                                         f"forward compatibility, which needs a base image with "
                                         f"cuda-compat {cuda.short}")
+        note = f" (inferred: {fc.why})" if fc.inferred else ""
         return Verdict(True, FORWARD, f"driver {driver} (R{branch}) runs CUDA {cuda.short} on "
                                       f"the {gpu.name} through forward compatibility "
-                                      f"(cuda-compat in the image)")
+                                      f"(cuda-compat in the image){note}")
     return Verdict(False, None, f"driver {driver} is older than {need}, the minimum for CUDA "
                                 f"{cuda.major}.x (minor-version compatibility)"
                                 + ("" if fc is None else f", and R{branch} is not a "

@@ -4,7 +4,30 @@ from __future__ import annotations
 from .table import Matrix
 
 
+def _conf(x) -> str:
+    """'inferred' for a fact no source states (why in `--json`), else 'stated'."""
+    return "inferred" if x.inferred else "stated"
+
+
 def section_rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
+    rows, header = _rows(m, section)
+    items = _items(m, section)
+    if items is not None:
+        rows = [[*r, _conf(x), x.why] for r, x in zip(rows, items)]
+        header = [*header, "confidence", "why"]
+    return rows, header
+
+
+def _items(m: Matrix, section: str):
+    return {"drivers": m.drivers, "cuda": m.cuda, "forward_compat": m.forward_compat,
+            "gpus": m.gpus, "gpu_architectures": m.architectures, "libraries": m.libraries,
+            "bases": m.bases, "frameworks": m.frameworks}.get(section)
+
+
+def _rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
+    if section == "gpu_architectures":
+        return ([[a.arch, a.min_driver, a.source] for a in m.architectures],
+                ["arch", "min_driver", "source"])
     if section == "drivers":
         return ([[d.branch, d.first, d.latest, d.lts, d.eol, d.source] for d in m.drivers],
                 ["branch", "first", "latest", "lts", "eol", "source"])
@@ -17,8 +40,9 @@ def section_rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
         return ([[f.cuda, " ".join(f.branches), " ".join(f.gpu_classes), f.source]
                  for f in m.forward_compat], ["cuda", "branches", "gpu_classes", "source"])
     if section == "gpus":
-        return ([[g.name, g.cc, g.arch, g.gpu_class, g.brand, g.source] for g in m.gpus],
-                ["name", "cc", "arch", "class", "brand", "source"])
+        return ([[g.name, g.cc, g.arch, g.gpu_class, g.brand,
+                  (m.gpu_min_driver(g) or ("",))[0], g.source] for g in m.gpus],
+                ["name", "cc", "arch", "class", "brand", "min_driver", "source"])
     if section == "libraries":
         return ([[x.name, x.version, x.cuda, x.source] for x in m.libraries],
                 ["name", "version", "cuda", "source"])
