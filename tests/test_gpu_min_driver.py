@@ -19,7 +19,8 @@ MINI = Path(__file__).parent / "fixtures" / "mini.yaml"
 ARCHS = """
 gpu_architectures:
   - {arch: hopper, min_driver: "525.60.13", source: https://example.test/hopper}
-  - {arch: ada, min_driver: "525.60.13", source: https://example.test/ada, confidence: inferred, why: "the first branch whose notes list an Ada part"}
+  - {arch: ada, min_driver: "525.60.13", source: https://example.test/ada,
+     confidence: inferred, why: "the first branch whose notes list an Ada part"}
 """
 
 

@@ -116,7 +116,7 @@ def test_a_container_of_a_dead_envgen_on_this_host_is_orphaned():
     # another host's envgen cannot be checked: only its deadline decides
     assert not engine.orphaned({engine.OWNER_LABEL: f"elsewhere:{_dead_pid()}",
                                 engine.DEADLINE_LABEL: far}, now=0)
-    assert engine.orphaned({engine.OWNER_LABEL: f"elsewhere:1", engine.DEADLINE_LABEL: "5"},
+    assert engine.orphaned({engine.OWNER_LABEL: "elsewhere:1", engine.DEADLINE_LABEL: "5"},
                            now=10)
     assert engine.orphaned({engine.OWNER_LABEL: "x:1", engine.DEADLINE_LABEL: "soon"}, now=0)
 

@@ -4,7 +4,6 @@ Usage: python3 bench/gpu/signals.py MATRIX IMAGE OUT.json (run by bench/gpu/run.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess

@@ -50,9 +50,9 @@ def _refs(args, c, wanted) -> tuple[list[str], list]:
             refs.append(as_ref)
             continue
         if as_spec is None or engine.image_or_none(c, as_spec) is None:
-            raise InputError(f"{spec} " + (f"resolves to {as_spec}, which is" if as_spec
-                                           else "is") + " not on this Docker daemon "
-                             f"(build it with `envgen build SPEC`)")
+            where = f"resolves to {as_spec}, which is" if as_spec else "is"
+            raise InputError(f"{spec} {where} not on this Docker daemon (build it with "
+                             f"`envgen build SPEC`)")
         refs.append(as_spec)
     return refs, []
 
