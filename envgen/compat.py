@@ -62,8 +62,10 @@ def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None 
         if not known.ok:
             return known
     if V(driver) >= V(cuda.toolkit_driver):
-        return Verdict(True, NATIVE, f"driver {driver} is at least {cuda.toolkit_driver}, the "
-                                     f"driver CUDA {cuda.version} ships with")
+        ships = (f"the driver taken to run CUDA {cuda.version} natively (inferred: "
+                 f"{cuda.why})" if cuda.inferred else f"the driver CUDA {cuda.version} ships with")
+        return Verdict(True, NATIVE, f"driver {driver} is at least {cuda.toolkit_driver}, "
+                                     f"{ships}")
     floor = matrix.cuda_major(cuda.major)
     if floor and V(driver) >= V(floor.minimum_driver):
         return Verdict(True, MINOR, f"driver {driver} runs CUDA {cuda.short} through "
