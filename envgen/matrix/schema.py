@@ -1,7 +1,7 @@
 """The matrix schema (JSON Schema) and its validation with file:line for every problem."""
 from __future__ import annotations
 
-import jsonschema
+from functools import lru_cache
 
 from ..errors import MatrixError
 
@@ -122,10 +122,6 @@ def _anchor_end(node) -> None:
 
 
 _anchor_end(FILE_SCHEMA)
-_FORMATS = jsonschema.FormatChecker(formats=())
-
-
-@_FORMATS.checks("pep440", raises=ValueError)
 def _pep440(value) -> bool:
     """A version as packaging parses it (12.x.banana matches the pattern, not this)."""
     from packaging.version import Version
@@ -134,7 +130,13 @@ def _pep440(value) -> bool:
     return True
 
 
-_VALIDATOR = jsonschema.Draft202012Validator(FILE_SCHEMA, format_checker=_FORMATS)
+@lru_cache(maxsize=1)
+def _validator():
+    """Built on first use: importing jsonschema costs more than a cached matrix load."""
+    import jsonschema
+    formats = jsonschema.FormatChecker(formats=())
+    formats.checks("pep440", raises=ValueError)(_pep440)
+    return jsonschema.Draft202012Validator(FILE_SCHEMA, format_checker=formats)
 
 
 def line_of(doc, path) -> int | None:
@@ -156,7 +158,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _describe(err: jsonschema.ValidationError) -> str:
+def _describe(err) -> str:   # a jsonschema.ValidationError
     where = ".".join(str(p) for p in err.absolute_path) or "top level"
     if err.validator == "additionalProperties":
         extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -184,7 +186,7 @@ def validate(doc, name: str) -> list[MatrixError]:
     if doc is None:
         return [MatrixError(message="the file holds no matrix sections", file=name, line=1)]
     problems = []
-    for err in sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(map(str, e.path))):
+    for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.path))):
         path = list(err.absolute_path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
