@@ -20,6 +20,7 @@ PING_S = 15.0    # a daemon that accepts and never answers is given up after thi
 CALL_S = 120.0   # the bound on any one later call (reads of a stream included)
 OWNER_LABEL = "io.envgen.owner"        # HOST:PID of the envgen that started a container
 DEADLINE_LABEL = "io.envgen.deadline"  # epoch seconds after which it has no business running
+PIDNS_LABEL = "io.envgen.pidns"        # the owner's PID namespace: its pid means nothing outside
 
 
 def seconds_from_env(name: str, default: float) -> float:
@@ -104,6 +105,14 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (two CI containers may share a host name and pids)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -124,6 +133,8 @@ def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
     except ValueError:
         return True
     who, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
+    if labels.get(PIDNS_LABEL, "") != pid_namespace():
+        return False   # another namespace's pid cannot be checked from here: the deadline decides
     return who == host and pid.isdigit() and not _alive(int(pid))
 
 
@@ -264,7 +275,7 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
     It is removed on every path, Ctrl-C and SIGTERM included; after a SIGKILL the next
     envgen removes it (`reap`). `before_start(container)` may inspect it first."""
     limit = int(timeout) + GRACE_S
-    labels = {**(labels or {}), OWNER_LABEL: owner(),
+    labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
               DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S)}
     container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
                                                     *command],

@@ -109,10 +109,14 @@ def _dead_pid() -> int:
 def test_a_container_of_a_dead_envgen_on_this_host_is_orphaned():
     host = socket.gethostname()
     far = str(10**10)
+    ns = {engine.PIDNS_LABEL: engine.pid_namespace()}
     assert engine.orphaned({engine.OWNER_LABEL: f"{host}:{_dead_pid()}",
-                            engine.DEADLINE_LABEL: far}, now=0)
+                            engine.DEADLINE_LABEL: far, **ns}, now=0)
     assert not engine.orphaned({engine.OWNER_LABEL: f"{host}:{os.getpid()}",
-                                engine.DEADLINE_LABEL: far}, now=0)
+                                engine.DEADLINE_LABEL: far, **ns}, now=0)
+    # the same host name in another PID namespace (two CI containers): only the deadline
+    assert not engine.orphaned({engine.OWNER_LABEL: f"{host}:{_dead_pid()}",
+                                engine.DEADLINE_LABEL: far, engine.PIDNS_LABEL: "1"}, now=0)
     # another host's envgen cannot be checked: only its deadline decides
     assert not engine.orphaned({engine.OWNER_LABEL: f"elsewhere:{_dead_pid()}",
                                 engine.DEADLINE_LABEL: far}, now=0)
@@ -135,7 +139,8 @@ def test_reap_removes_only_orphans_and_never_fails():
     mine = Ct("live", {engine.OWNER_LABEL: f"{host}:{os.getpid()}",
                        engine.DEADLINE_LABEL: str(10**10)})
     orphan = Ct("orphan", {engine.OWNER_LABEL: f"{host}:{_dead_pid()}",
-                           engine.DEADLINE_LABEL: str(10**10)})
+                           engine.DEADLINE_LABEL: str(10**10),
+                           engine.PIDNS_LABEL: engine.pid_namespace()})
     client = types.SimpleNamespace(containers=types.SimpleNamespace(
         list=lambda all, filters: [mine, orphan]))
     assert engine.reap(client) == ["orphan"] and removed == ["orphan"]
@@ -174,6 +179,7 @@ def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
     labels = made["labels"]
     assert labels[engine.OWNER_LABEL] == f"{socket.gethostname()}:{os.getpid()}"
     assert labels["io.envgen.certify"] == "1" and float(labels[engine.DEADLINE_LABEL]) > 0
+    assert labels[engine.PIDNS_LABEL] == engine.pid_namespace() != ""
 
 
 # ---- certificates ----------------------------------------------------------------------------
