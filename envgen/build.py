@@ -15,6 +15,7 @@ from .base_image import ensure_base
 from .closure import CA_BUNDLE, closure_for
 from .context import write_context
 from .errors import BuildFailed, EnvironmentMissing
+from .files import check_writable
 from .model import Closure, Stack
 from .registry import parse_tagged, split_tag
 
@@ -88,19 +89,6 @@ def tag_image(c, image_id: str, tag: str) -> None:
         raise BuildFailed(f"could not tag {image_id} as {tag}")
 
 
-def _writable(*dirs: Path) -> None:
-    for d in dirs:
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            probe = d / f".probe-{os.getpid()}"
-            probe.write_bytes(b"x" * 4096)
-            probe.unlink()
-        except OSError as e:
-            raise EnvironmentMissing(f"cannot write in {d}: {e.strerror or e}; set "
-                                     f"ENVGEN_HOME to a writable folder with free space") \
-                from None
-
-
 def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool = False,
           builder: str = "auto", client=None, closure: Closure | None = None,
           tag_it: bool = True) -> BuildResult:
@@ -109,7 +97,8 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     `tag_it=False` leaves the image untagged (the caller tags it once it is certified)."""
     tag = tag or default_tag(stack)
     parse_tagged(tag)
-    _writable(state.logs_dir(), state.contexts_dir())
+    for folder in (state.logs_dir(), state.contexts_dir()):
+        check_writable(folder)
     c = client or engine.client()
     started = time.monotonic()
     origin = "given"

@@ -115,6 +115,16 @@ def _report(stdout: str) -> dict | None:
         return None
 
 
+def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
+    """The GPUs `--gpus` names on `host` (None for none); EnvironmentMissing when it asks
+    for a GPU this host does not have."""
+    indices = gpu_access.parse_gpus(gpus, len(host.gpus))
+    if gpus not in ("none", "auto") and not indices:
+        raise EnvironmentMissing(f"--gpus {gpus} asks for a GPU, but this host has none "
+                                 f"({host.error or 'nvidia-smi lists no GPU'})")
+    return indices
+
+
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
             matrix=None, tags: tuple[str, ...] = ()) -> dict:
@@ -122,10 +132,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     a missing environment, or a host that cannot run the image at all. `tags`: names the
     image will get once it passes (it may have none yet: tags come after certification)."""
     target = inspect_target(c, ref)
-    indices = gpu_access.parse_gpus(gpus, len(host.gpus))
-    if gpus not in ("none", "auto") and not indices:
-        raise EnvironmentMissing(f"--gpus {gpus} asks for a GPU, but this host has none "
-                                 f"({host.error or 'nvidia-smi lists no GPU'})")
+    indices = gpu_indices(gpus, host)
     notes = preflight(target, host, indices, matrix)
     info = c.info()
     plan = gpu_access.plan(indices, access, info)

@@ -5,15 +5,14 @@ host, `--multi-gpu`) is another certificate, `<id>.<profile>.json`, and replaces
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
-from . import state
-from .errors import EnvironmentMissing, InputError
+from . import files, state
+from .errors import InputError
 from .files import read_regular, write_json
+from .lockfile import IMAGE_ID
 
-_ID = re.compile(r"sha256:[0-9a-f]{64}")
 _PROFILE = re.compile(r"[a-z0-9-]{1,40}")
 _KEY = re.compile(r"[0-9a-f]{4,64}")
 
@@ -31,26 +30,16 @@ def profile_of(require: str, host_has_gpu: bool, steps: int | None, multi_gpu: b
 
 
 def _path(image_id: str, profile: str = "") -> Path:
-    if not _ID.fullmatch(image_id or "") or (profile and not _PROFILE.fullmatch(profile)):
+    if not IMAGE_ID.fullmatch(image_id or "") or (profile and not _PROFILE.fullmatch(profile)):
         raise InputError(f"not an image ID and run profile: {image_id[:80]!r} {profile!r}")
     name = image_id.removeprefix("sha256:") + (f".{profile}" if profile else "")
     return state.certs_dir() / f"{name}.json"
 
 
 def check_writable() -> Path:
-    """The certificate folder, made and proven writable before any work starts, so a run
-    is never lost to a store it cannot save in (exit 3 with the reason)."""
-    d = state.certs_dir()
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        probe = d / f".probe-{os.getpid()}"
-        with open(probe, "wb") as f:
-            f.write(b"x" * 4096)    # room for a certificate, not only for a name
-        probe.unlink()
-    except OSError as e:
-        raise EnvironmentMissing(f"cannot write certificates in {d}: {e.strerror or e}; set "
-                                 f"ENVGEN_HOME to a writable folder with free space") from None
-    return d
+    """The certificate folder, proven writable before any work starts, so a run is never
+    lost to a store it cannot save in."""
+    return files.check_writable(state.certs_dir(), "certificates")
 
 
 def save(cert: dict) -> Path:
@@ -60,7 +49,7 @@ def save(cert: dict) -> Path:
 def _well_formed(c: object) -> bool:
     """A stored certificate that envgen can show: other files in the folder are skipped."""
     return (isinstance(c, dict) and isinstance(c.get("image_id"), str)
-            and _ID.fullmatch(c["image_id"]) is not None and isinstance(c.get("passed"), bool)
+            and IMAGE_ID.fullmatch(c["image_id"]) is not None and isinstance(c.get("passed"), bool)
             and isinstance(c.get("stack"), dict) and isinstance(c["stack"].get("stack"), str)
             and isinstance(c.get("created", ""), str)
             and isinstance(c.get("image_tags", []), list)
@@ -105,7 +94,7 @@ def find(image: str) -> dict:
 
 def latest_for(image_id: str) -> dict | None:
     """The default run's certificate of an image, else its newest other one."""
-    if not _ID.fullmatch(image_id or ""):
+    if not IMAGE_ID.fullmatch(image_id or ""):
         return None
     default = _read(_path(image_id))
     if default is not None:

@@ -397,16 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     except RecursionError:
         return _report(InputError("the input is nested too deeply to read"), want_json)
     except Exception as e:  # the last resort: one sentence, exit 4, never a traceback
-        from .engine import daemon_failed
-        known = daemon_failed(e)
-        if known is not None:
-            if debug:
-                import traceback
-                traceback.print_exc()
-            return _report(known, want_json)
         if debug:
             import traceback
             traceback.print_exc()
+        from .engine import daemon_failed
+        known = daemon_failed(e)
+        if known is not None:
+            return _report(known, want_json)
         where = ""
         tb = e.__traceback__
         while tb is not None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import state
 from .errors import EnvironmentMissing, InputError
 
 START_HINT = ("start it with `setsid dockerd >/tmp/dockerd.log 2>&1 &` as root (after "
@@ -113,16 +114,6 @@ def pid_namespace() -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's live process
-        return True
-    return True
-
-
 def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
     """Whether a container labelled by envgen has outlived what started it: its envgen
     (on this host) is gone, or its deadline has passed."""
@@ -135,7 +126,7 @@ def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
     who, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
     if labels.get(PIDNS_LABEL, "") != pid_namespace():
         return False   # another namespace's pid cannot be checked from here: the deadline decides
-    return who == host and pid.isdigit() and not _alive(int(pid))
+    return who == host and pid.isdigit() and not state.pid_alive(int(pid))
 
 
 def reap(c) -> list[str]:

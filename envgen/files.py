@@ -78,6 +78,23 @@ def read_regular(path: Path, limit: int, what: str = "file") -> bytes:
         os.close(fd)
 
 
+def check_writable(folder: Path, what: str = "") -> Path:
+    """`folder`, made and proven writable with a 4 KiB probe (room for a certificate or a
+    log line, not only for a name) before any work starts; else EnvironmentMissing (exit 3)
+    with the reason."""
+    from .errors import EnvironmentMissing
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_bytes(b"x" * 4096)
+        probe.unlink()
+    except OSError as e:
+        raise EnvironmentMissing(f"cannot write {what + ' ' if what else ''}in {folder}: "
+                                 f"{e.strerror or e}; set ENVGEN_HOME to a writable folder "
+                                 f"with free space") from None
+    return folder
+
+
 def write_json(path: Path, obj) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from .errors import EnvironmentMissing, InputError
+from .errors import EnvironmentMissing, InputError, shown
 
 DRIVER_DIR = "/usr/local/nvidia"
 DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so",
@@ -34,9 +34,8 @@ def check_gpus(value: object) -> str:
     """`value` when it is all, none, auto or a list like 0,1; else InputError (exit 2)."""
     if not isinstance(value, str) or not (value in ("all", "none", "auto")
                                           or _GPU_LIST.fullmatch(value)):
-        shown = value[:40] if isinstance(value, str) else value
-        raise InputError(f"--gpus {shown!r} must be all, none, auto or a list of GPU "
-                         f"indices like 0,1")
+        raise InputError(f"--gpus {shown(value, 44)} must be all, none, auto or a list of "
+                         f"GPU indices like 0,1")
     return value
 
 

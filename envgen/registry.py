@@ -134,14 +134,11 @@ def parse_tagged(text: object) -> tuple[str, str]:
     return parse_repository(repository), tag
 
 
-_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
-
-
 def parse_image_ref(text: object) -> str:
     """`text` when it names a local image as the daemon would read it: an image ID
     (`sha256:<64 hex>`), `repository[:tag]` (a short ID is one) or `repository@digest`;
     else InputError. Checked before any daemon sees it."""
-    if isinstance(text, str) and _IMAGE_ID.fullmatch(text):
+    if isinstance(text, str) and _DIGEST.fullmatch(text):   # an image ID has a digest's form
         return text
     if isinstance(text, str) and "@" in text:
         parse_pinned(text)

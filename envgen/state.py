@@ -32,18 +32,22 @@ def scratch_dir() -> Path:
     return home() / "tmp"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists in this PID namespace (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _dead(name: str, host: str) -> bool:
     """Whether a scratch folder `PREFIX.HOST.PID.RANDOM` belongs to a gone process here."""
     parts = name.split(".")
-    if len(parts) < 4 or parts[-3] != host or not parts[-2].isdigit():
-        return False
-    try:
-        os.kill(int(parts[-2]), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return (len(parts) >= 4 and parts[-3] == host and parts[-2].isdigit()
+            and not pid_alive(int(parts[-2])))
 
 
 @contextlib.contextmanager

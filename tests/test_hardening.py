@@ -232,14 +232,13 @@ def test_a_certificate_that_cannot_be_saved_is_printed(monkeypatch, capsys):
     from envgen.commands import certify as cmd
     cert = _cert()
     monkeypatch.setattr(cmd, "certify", lambda *a, **k: dict(cert))
-    monkeypatch.setattr(cmd.host, "detect", lambda: None)
 
     def full(_c):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(cmd.certs, "save", full)
     args = types.SimpleNamespace(gpus="none")
     with pytest.raises(EnvironmentMissing) as e:
-        cmd.run_certify(args, None, ID, None)
+        cmd.run_certify(args, None, ID, None, None)
     assert "passed but its certificate could not be saved" in e.value.message
     assert "No space left on device" in e.value.message
     assert e.value.output["image_id"] == ID

@@ -56,6 +56,27 @@ def load_matrix_for(args):
                        or None)
 
 
+def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
+    """What a typed IMAGE|SPEC names: (it as an image reference, the tag `envgen build`
+    gives it as a spec), each None when it is not one; InputError when it is neither.
+    Needs no daemon."""
+    from ..build import default_tag
+    from ..errors import EnvgenError, InputError, shown
+    from ..registry import parse_image_ref
+    as_ref = as_spec = not_ref = None
+    try:
+        as_ref = parse_image_ref(text)
+    except InputError as e:
+        not_ref = e
+    try:
+        as_spec = default_tag(resolve_for(args, matrix, text))
+    except EnvgenError:
+        if as_ref is None:
+            raise InputError(f"{shown(text)} is neither an image reference nor a spec "
+                             f"({not_ref.message})") from None
+    return as_ref, as_spec
+
+
 def resolve_for(args, matrix=None, spec_text=None):
     """Resolve args.spec (or spec_text) with the host flags args carries."""
     import os

@@ -16,9 +16,10 @@ def run(args) -> int:
     st = resolve_for(args, m)
     tag = args.tag or default_tag(st)
     parse_tagged(tag)
+    hg = None
     if args.certify:
         from .certify import check_inputs
-        check_inputs(args)
+        hg = check_inputs(args)
     c = engine.client()
     report = progress_for(args)
     if not args.json:
@@ -31,7 +32,7 @@ def run(args) -> int:
     cert = None
     if args.certify:
         from .certify import run_certify
-        cert = run_certify(args, c, res.image_id, m, tags=(tag,))
+        cert = run_certify(args, c, res.image_id, m, hg, tags=(tag,))
         if cert["passed"]:
             tag_image(c, res.image_id, tag)
         else:

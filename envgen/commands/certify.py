@@ -2,29 +2,26 @@
 from __future__ import annotations
 
 from .. import certs, engine, host, state
-from ..certify import certify
-from ..errors import CheckFailed, EnvgenError, EnvironmentMissing, InputError, shown
+from ..certify import certify, gpu_indices
+from ..errors import CheckFailed, EnvironmentMissing
 from ..gpu_access import check_gpus
-from ._common import load_matrix_for, out_json, print_certificate, resolve_for
+from ._common import load_matrix_for, out_json, print_certificate, ref_or_spec
 
 
-def check_inputs(args) -> None:
+def check_inputs(args):
     """Everything a certification needs that can be refused before any work: the --gpus
-    value, the GPUs it names on this host, and a certificate store that takes a write."""
-    from ..gpu_access import parse_gpus
+    value, the GPUs it names on this host, and a certificate store that takes a write.
+    Returns this host's GPUs, read once for the whole run."""
     check_gpus(args.gpus)
-    if args.gpus not in ("none", "auto"):
-        hg = host.detect()
-        if not parse_gpus(args.gpus, len(hg.gpus)):
-            raise EnvironmentMissing(f"--gpus {args.gpus} asks for a GPU, but this host has "
-                                     f"none ({hg.error or 'nvidia-smi lists no GPU'})")
+    hg = host.detect()
+    gpu_indices(args.gpus, hg)
     certs.check_writable()
+    return hg
 
 
-def run_certify(args, c, ref: str, matrix, tags: tuple[str, ...] = ()) -> dict:
+def run_certify(args, c, ref: str, matrix, hg, tags: tuple[str, ...] = ()) -> dict:
     """Certify and store. A store that fails at the end (disk full since the check) does
     not lose the run: the certificate is printed with the error."""
-    hg = host.detect()
     cert = certify(c, ref, hg, gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
                    timeout=getattr(args, "timeout", 900), steps=getattr(args, "steps", None),
                    multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags)
@@ -39,26 +36,6 @@ def run_certify(args, c, ref: str, matrix, tags: tuple[str, ...] = ()) -> dict:
     return cert
 
 
-def _candidates(args, m) -> tuple[str | None, str | None]:
-    """(the target as an image reference, the tag of the target as a spec), each None when
-    the target is not one; InputError when it is neither. Needs no daemon."""
-    from ..build import default_tag
-    from ..registry import parse_image_ref
-    ref = args.target
-    as_ref = as_spec = None
-    try:
-        as_ref = parse_image_ref(ref)
-    except InputError as e:
-        not_ref = e
-    try:
-        as_spec = default_tag(resolve_for(args, m, ref))
-    except EnvgenError:
-        if as_ref is None:
-            raise InputError(f"{shown(ref)} is neither an image reference nor a spec "
-                             f"({not_ref.message})") from None
-    return as_ref, as_spec
-
-
 def _target(c, as_ref: str | None, as_spec: str | None) -> str:
     """The image on this daemon: the reference when it names one, else the spec's tag
     (certify then reports the missing image by the name the user meant)."""
@@ -69,12 +46,12 @@ def _target(c, as_ref: str | None, as_spec: str | None) -> str:
 
 
 def run(args) -> int:
-    check_inputs(args)
+    hg = check_inputs(args)
     m = load_matrix_for(args)
-    as_ref, as_spec = _candidates(args, m)
+    as_ref, as_spec = ref_or_spec(args, m, args.target)
     c = engine.client()
     ref = _target(c, as_ref, as_spec)
-    cert = run_certify(args, c, ref, m)
+    cert = run_certify(args, c, ref, m, hg)
     if args.json:
         out_json(cert)
     else:

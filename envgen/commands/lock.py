@@ -7,30 +7,12 @@ import sys
 from .. import engine
 from .. import lock as lk
 from ..errors import CheckFailed, InputError
-from ._common import load_matrix_for, out_json, progress, resolve_for
+from ._common import load_matrix_for, out_json, progress, ref_or_spec
 
 
 def _wanted(args, m) -> list[tuple[str, str | None, str | None]]:
-    """Each named SPEC|IMAGE as (what was typed, it as an image reference, the tag it
-    resolves to as a spec); InputError for one that is neither. Needs no daemon."""
-    from ..build import default_tag
-    from ..errors import EnvgenError, shown
-    from ..registry import parse_image_ref
-    out = []
-    for spec in args.specs:
-        as_ref = as_spec = None
-        try:
-            as_ref = parse_image_ref(spec)
-        except InputError:
-            pass
-        try:
-            as_spec = default_tag(resolve_for(args, m, spec))
-        except EnvgenError as e:
-            if as_ref is None:
-                raise InputError(f"{shown(spec)} is neither an image reference nor a spec "
-                                 f"({e.message})") from None
-        out.append((spec, as_ref, as_spec))
-    return out
+    """Each named SPEC|IMAGE with what it names (`ref_or_spec`), checked before any daemon."""
+    return [(spec, *ref_or_spec(args, m, spec)) for spec in args.specs]
 
 
 def _refs(args, c, wanted) -> tuple[list[str], list]:

@@ -34,7 +34,8 @@ def matrix_files(path: Path) -> list[Path]:
             raise MatrixError([MatrixError(message="is a symbolic link; matrix files must be "
                                                    "regular files inside the folder",
                                            file=str(p)) for p in links])
-        files = sorted(p for p in path.glob("*.yaml") if not p.is_dir())   # FIFOs too: refused when read
+        # FIFOs and devices too: reading refuses them with the file's name
+        files = sorted(p for p in path.glob("*.yaml") if not p.is_dir())
         if not files:
             raise MatrixError(message="no *.yaml files in this folder", file=str(path))
         return files
