@@ -30,7 +30,7 @@ golden:
 	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py
 
 closures: bootstrap
-	$(PY) tools/refresh_closures.py
+	$(ENVGEN) matrix refresh closures
 
 clean:
 	rm -rf .pytest_cache build dist *.egg-info

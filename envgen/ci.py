@@ -366,3 +366,63 @@ def bake(stacks: list[Stack], base_refs: dict[str, str] | None = None) -> str:
            "group": {"default": {"targets": list(targets)}},
            "target": targets}
     return json.dumps(doc, indent=2) + "\n"
+
+
+# ---- the scheduled matrix refresh ---------------------------------------------------------
+
+_MATRIX_FOLDER = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._-]*/)*[A-Za-z0-9_][A-Za-z0-9._-]*")
+REFRESH_BRANCH = "envgen/matrix-refresh"
+
+
+def matrix_folder(text: object) -> str:
+    """A repository-relative folder name safe on a `run:` line, or InputError."""
+    if not isinstance(text, str) or len(text) > 200 or not _MATRIX_FOLDER.fullmatch(text) \
+            or any(part in (".", "..") for part in text.split("/")):
+        raise InputError(f"the matrix folder {str(text)[:60]!r} for the refresh workflow must "
+                         f"be a relative path inside the repository (letters, digits, . _ - /)")
+    return text
+
+
+def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices") -> str:
+    """A weekly workflow: `envgen matrix refresh` (the framework files, then the closures)
+    on the repository's matrix folder; a change becomes a pull request whose body is the
+    refresh's own summary. A refusal (a release would vanish, a pin would go backwards)
+    fails the run and writes nothing."""
+    folder = matrix_folder(folder)
+    install = {"name": "Install envgen (pinned)",
+               "run": _install_run(pick_envgen_source(envgen_source))}
+    text, summary = '"$RUNNER_TEMP/envgen-refresh.txt"', '"$RUNNER_TEMP/envgen-refresh.md"'
+    refresh = {
+        "name": "envgen matrix refresh",
+        "runs-on": "ubuntu-latest",
+        "timeout-minutes": 30,
+        "permissions": {"contents": "write", "pull-requests": "write"},
+        "steps": [
+            {"uses": "actions/checkout@v4"},
+            {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+            install,
+            {"name": "Refresh the matrix and the closures",
+             "run": f"envgen --matrix {shlex.quote(folder)} matrix refresh > {text}"
+                    f" && {{ echo '## envgen matrix refresh'; echo; echo '```'; cat {text};"
+                    f" echo '```'; }} > {summary} && cat {summary}"},
+            {"name": "Validate the refreshed matrix",
+             "run": f"envgen --matrix {shlex.quote(folder)} matrix validate"},
+            {"name": "Open or update the pull request",
+             "uses": "peter-evans/create-pull-request@v7",
+             "with": {"branch": REFRESH_BRANCH, "delete-branch": True,
+                      "add-paths": f"{folder}/**",
+                      "commit-message": "matrix: refresh from the package index",
+                      "title": "matrix: refresh from the package index",
+                      "body-path": "${{ runner.temp }}/envgen-refresh.md"}},
+        ],
+    }
+    workflow = {
+        "name": "envgen matrix refresh",
+        "on": {"schedule": [{"cron": "23 5 * * 1"}], "workflow_dispatch": {}},
+        "permissions": {"contents": "read"},
+        "concurrency": {"group": "envgen-matrix-refresh", "cancel-in-progress": False},
+        "defaults": {"run": {"shell": "bash"}},
+        "jobs": {"refresh": refresh},
+    }
+    return yaml.dump(workflow, Dumper=_NoAliases, sort_keys=False, width=1000,
+                     default_flow_style=False)

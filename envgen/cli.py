@@ -223,6 +223,24 @@ def build_parser() -> argparse.ArgumentParser:
                                "gpu_architectures", "libraries", "frameworks", "releases",
                                "bases", "sources"])
     mxs.add_parser("validate", parents=[json_flag], help="validate the matrix")
+    rf = mxs.add_parser("refresh", parents=[json_flag],
+                        help="regenerate matrix files and closures from their upstreams",
+                        description="Regenerate the matrix files that are derived from "
+                        "upstream metadata (pytorch: PyPI's index and each wheel's METADATA), "
+                        "then the stored closures whose inputs changed. Writes into "
+                        "--matrix FOLDER (default: the checkout's matrices/); nothing is "
+                        "written when a sanity check fails (exit 1).")
+    rf.add_argument("readers", nargs="*", metavar="READER",
+                    help="pytorch and/or closures (default: all, in that order)")
+    rf.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 when a file would change")
+    rf.add_argument("--index-url", default="https://pypi.org/simple", metavar="URL",
+                    help="the package index to read (PEP 691 JSON; default PyPI)")
+    rf.add_argument("--refetch", action="store_true",
+                    help="ignore cached index pages (wheel metadata stays cached)")
+    rf.add_argument("--jobs", type=_whole(1, 64, "parallel requests"), default=16,
+                    help="parallel requests (1 to 64; default 16)")
+    rf.set_defaults(func=_later("refresh"))
     mx.set_defaults(func=cmd_matrix)
 
     r = sub.add_parser("resolve", parents=[json_flag, host], help="spec -> pinned stack")
@@ -311,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--registry", metavar="REPOSITORY",
                     help="where the workflow pushes images (default: "
                          "ghcr.io/${{ github.repository_owner }}/envgen)")
+    ci.add_argument("--refresh", action="store_true",
+                    help="with github: a weekly workflow that runs `envgen matrix refresh` on "
+                         "the --matrix folder (default matrices) and opens a pull request")
     ci.set_defaults(func=_later("ci"))
 
     sm = sub.add_parser("smoke", parents=[json_flag],

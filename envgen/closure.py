@@ -8,7 +8,7 @@ resolves without downloading gigabytes. The file and its hash then come from the
 JSON simple API (PEP 691), chosen by wheel-tag rank the way pip chooses.
 
 Bundled stacks ship their closures in `matrices/closures/` (written by
-`tools/refresh_closures.py`, reviewed in diffs): building them needs no resolver run. Any
+`envgen matrix refresh closures`, reviewed in diffs): building them needs no resolver run. Any
 other spec resolves once and is cached under ENVGEN_HOME by the sha256 of its inputs."""
 from __future__ import annotations
 

@@ -131,6 +131,8 @@ class Variant:
     ptx: str | None
     sources: tuple[str, ...]
     packages: tuple[tuple[str, str], ...] = ()
+    # why its facts are inferred (no source states them), or "" when they are stated
+    inferred_why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

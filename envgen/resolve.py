@@ -220,6 +220,9 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
     if dict(base.provides).get(fw.package):
         reasons.append(f"the base {base.name} provides {fw.package} "
                        f"{dict(base.provides)[fw.package]}; nothing is installed over it")
+    if v.inferred_why:
+        reasons.append(f"the {v.name} variant of {fw.package} {r.version} rests on inferred "
+                       f"facts: {v.inferred_why}")
     if v.name != "cpu" and host.driver is None:
         reasons.append("no --driver given: the stack was not checked against a host driver")
     return Stack(

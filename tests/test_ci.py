@@ -387,3 +387,54 @@ def test_cli_ci_with_an_unknown_spec_is_exit_2_and_prints_nothing(capsys):
     assert main(["ci", "github", "tensorflow-cu121"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "unknown framework" in out.err
+
+
+# ---- the scheduled matrix refresh ---------------------------------------------------------
+
+def refresh_workflow(**kw):
+    return yaml.safe_load(ci.refresh_workflow(envgen_source=GIT, **kw))
+
+
+def test_the_refresh_workflow_runs_weekly_and_opens_a_pull_request():
+    w = refresh_workflow()
+    assert w[True if True in w else "on"]["schedule"][0]["cron"] == "23 5 * * 1"
+    assert w["permissions"] == {"contents": "read"} and w["concurrency"]
+    (job,) = w["jobs"].values()
+    assert job["timeout-minutes"] == 30
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    steps = {s.get("name"): s for s in job["steps"]}
+    run = steps["Refresh the matrix and the closures"]["run"]
+    # the refresh's own exit status decides the step: a refusal fails the run
+    assert run.startswith("envgen --matrix matrices matrix refresh > ")
+    pr = steps["Open or update the pull request"]
+    assert pr["uses"].startswith("peter-evans/create-pull-request@")
+    assert pr["with"]["add-paths"] == "matrices/**"
+    assert pr["with"]["body-path"] == "${{ runner.temp }}/envgen-refresh.md"
+    assert shlex.split(steps["Install envgen (pinned)"]["run"])[-1] == GIT
+
+
+def test_every_envgen_line_of_the_refresh_workflow_parses_with_envgen_itself():
+    parser = build_parser()
+    (job,) = refresh_workflow(folder="team/matrix")["jobs"].values()
+    lines = [s["run"] for s in job["steps"] if s.get("run", "").startswith("envgen ")]
+    assert len(lines) == 2
+    for line in lines:
+        argv = shlex.split(line.split(" > ")[0])[1:]
+        args = parser.parse_args(argv)
+        assert args.matrix == "team/matrix"
+
+
+@pytest.mark.parametrize("folder", ["../up", "/abs", "a b", "m;rm -rf ~", "$(id)", "", "a/./b",
+                                    "x\n"])
+def test_a_hostile_matrix_folder_is_refused(folder):
+    with pytest.raises(InputError):
+        ci.refresh_workflow(envgen_source=GIT, folder=folder)
+
+
+def test_cli_ci_github_refresh(capsys, monkeypatch):
+    monkeypatch.setattr(ci, "default_envgen_source", lambda: GIT)
+    assert main(["--matrix", "matrices", "ci", "github", "--refresh"]) == 0
+    w = yaml.safe_load(capsys.readouterr().out)
+    assert list(w["jobs"]) == ["refresh"]
+    assert main(["ci", "github", "pytorch-cu121", "--refresh"]) == 2
+    assert "--refresh" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def test_every_bundled_closure_is_valid_and_matches_the_matrix(path):
     c = cl.load_closure(path)
     st = stack(path.stem)
     assert c.key == cl.key_of(cl.inputs_for(st)), \
-        f"{path.name} is stale: rerun tools/refresh_closures.py {path.stem}"
+        f"{path.name} is stale: run `envgen matrix refresh closures`"
     assert c.key == cl.key_of(c.inputs)
     versions = {p.name: p.version for p in c.pins}
     for name, version in st.pip_packages.items():

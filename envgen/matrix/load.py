@@ -135,7 +135,9 @@ def _build(entries, sha, problems) -> Matrix:
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
                     nccl=v.get("nccl"), compute_capabilities=_t(v.get("compute_capabilities")),
                     ptx=v.get("ptx"), sources=_t(v["sources"]),
-                    packages=tuple(sorted((v.get("packages") or {}).items())))
+                    packages=tuple(sorted((v.get("packages") or {}).items())),
+                    inferred_why=(v.get("why") or "no source states it")
+                    if v.get("confidence") == "inferred" else "")
             for v in raw["variants"])
         m.releases.append(FrameworkRelease(
             **loc(raw, f, ln), framework=raw["framework"], version=raw["version"],

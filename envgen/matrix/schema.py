@@ -60,6 +60,7 @@ VARIANT = {
         "ptx": {"anyOf": [CC, {"type": "null"}]},
         "sources": {**_list(NAME), "minItems": 1},
         "packages": WHEEL_PINS,
+        "confidence": CONFIDENCE, "why": WHY,
     },
 }
 

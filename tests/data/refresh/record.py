@@ -1,0 +1,52 @@
+"""Record the slice of PyPI that tests/test_matrix_refresh.py replays: the PEP 691 pages of
+torch, torchvision and torchaudio cut down to a few releases, and the METADATA of each kept
+wheel (read with range requests, as `envgen matrix refresh` does).
+
+    .venv/bin/python tests/data/refresh/record.py     # rewrites recorded.json beside it
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from packaging.utils import parse_wheel_filename  # noqa: E402
+
+from envgen.matrix.refresh.pypi import Index  # noqa: E402
+
+KEEP = {"torch": {"2.4.1", "2.5.1", "2.6.0"}, "torchvision": {"0.19.1", "0.20.1", "0.21.0"},
+        "torchaudio": {"2.4.1", "2.5.1", "2.6.0"}}
+# every Linux x86_64 CPython wheel (the Python versions are derived from them), and one
+# macOS wheel per release (which the refresh must pass over)
+TAGS = ("x86_64.whl", "cp311-none-macosx")
+FIELDS = ("filename", "size", "upload-time", "requires-python", "yanked", "hashes")
+
+
+def main() -> int:
+    index = Index()
+    out = {"source": "https://pypi.org/simple (PEP 691 JSON), recorded by this script",
+           "projects": {}, "metadata": {}}
+    for project, versions in KEEP.items():
+        page = index.project(project)
+        files = []
+        for f in page["files"]:
+            name = f["filename"]
+            if not name.endswith(".whl"):
+                continue
+            ver = str(parse_wheel_filename(name)[1])
+            if ver in versions and any(t in name for t in TAGS):
+                files.append({k: f[k] for k in FIELDS if k in f})
+                if name.endswith("x86_64.whl"):   # headers only: what is parsed
+                    text = index.metadata(f)[0]
+                    out["metadata"][name] = text.split("\n\n", 1)[0] + "\n\n"
+        out["projects"][project] = files
+    path = Path(__file__).with_name("recorded.json")
+    path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}: {sum(map(len, out['projects'].values()))} wheels")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

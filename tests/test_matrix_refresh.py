@@ -1,0 +1,230 @@
+"""`envgen matrix refresh pytorch` against a recorded slice of PyPI served on loopback
+(tests/recorded_index.py; recorded by tests/data/refresh/record.py), and once against the
+live index (opt-in: ENVGEN_LIVE_INDEX=1)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envgen.matrix.refresh import Refused, refresh
+from recorded_index import RecordedIndex, recorded
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "matrices"
+
+
+def bundled_rows() -> dict[str, dict]:
+    doc = yaml.safe_load((BUNDLED / "pytorch.yaml").read_text())
+    return {r["version"]: r for r in doc["framework_releases"]}
+
+
+def matrix_with(tmp_path: Path, versions: list[str]) -> Path:
+    """A matrix folder: the bundled files, pytorch.yaml cut down to `versions`."""
+    folder = tmp_path / "matrix"
+    folder.mkdir(parents=True)
+    for p in BUNDLED.glob("*.yaml"):
+        shutil.copyfile(p, folder / p.name)
+    doc = yaml.safe_load((BUNDLED / "pytorch.yaml").read_text())
+    doc["framework_releases"] = [r for r in doc["framework_releases"]
+                                 if r["version"] in versions]
+    (folder / "pytorch.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return folder
+
+
+def cli(*args, env=None):
+    e = {**os.environ, "ENVGEN_REFRESH_BACKOFF": "0", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "envgen", *args], capture_output=True,
+                          text=True, timeout=300, env=e)
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ENVGEN_REFRESH_BACKOFF", "0")
+
+
+def test_adds_a_release_with_its_source_and_reproduces_the_bundled_rows(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    with RecordedIndex() as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+        assert idx.whole_downloads == []           # METADATA came from range reads only
+    assert r["written"] and r["releases"] == 3 and r["previous_releases"] == 2
+    assert r["refusals"] == []
+    assert r["added"] == ["pytorch 2.6.0 (pypi:torch/torch-2.6.0-cp311-cp311-"
+                          "manylinux1_x86_64.whl)"]
+    assert any("PEP 658" in w for w in r["warnings"])
+    new = {x["version"]: x for x in
+           yaml.safe_load((folder / "pytorch.yaml").read_text())["framework_releases"]}
+    # The replayed index derives exactly the rows the bundled matrix holds (generated from
+    # the whole live index): PyPI's variant, its nvidia-* pins, pythons, companions.
+    for v in ("2.4.1", "2.5.1", "2.6.0"):
+        assert new[v] == bundled_rows()[v], v
+    assert new["2.6.0"]["variants"][0]["packages"]["nvidia-cudnn-cu12"] == "9.1.0.70"
+    assert new["2.6.0"]["companions"] == {"torchvision": "0.21.0", "torchaudio": "2.6.0"}
+    # and the written folder is a valid matrix the resolver uses
+    out = cli("--matrix", str(folder), "resolve", "torch==2.6.0", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["packages"]["torch"] == "2.6.0"
+
+
+def test_a_second_run_changes_nothing(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    with RecordedIndex() as idx:
+        refresh(["pytorch"], folder, index_url=idx.url)
+        before = (folder / "pytorch.yaml").read_bytes()
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    assert r["unchanged"] and not r["written"] and r["added"] == r["changed"] == []
+    assert (folder / "pytorch.yaml").read_bytes() == before
+
+
+def test_check_reports_a_pending_change_and_writes_nothing(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    before = (folder / "pytorch.yaml").read_bytes()
+    with RecordedIndex() as idx:
+        out = cli("--matrix", str(folder), "matrix", "refresh", "pytorch", "--check",
+                  "--index-url", idx.url, env={"ENVGEN_HOME": str(tmp_path / "h")})
+    assert out.returncode == 1, out.stderr
+    assert "would change (--check)" in out.stdout and "added: pytorch 2.6.0" in out.stdout
+    assert (folder / "pytorch.yaml").read_bytes() == before
+
+
+def test_fewer_rows_than_before_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1", "2.6.0", "2.7.0"])
+    before = (folder / "pytorch.yaml").read_bytes()
+    with RecordedIndex() as idx:
+        out = cli("--matrix", str(folder), "matrix", "refresh", "pytorch", "--json",
+                  "--index-url", idx.url, env={"ENVGEN_HOME": str(tmp_path / "h")})
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    # under --json: the result (with every refusal), then the error, as JSON on stdout
+    result, end = json.JSONDecoder().raw_decode(out.stdout)
+    error = json.loads(out.stdout[end:])
+    assert error["exit_code"] == 1 and error["message"].startswith("refusing to write")
+    assert "pytorch 2.7.0 would disappear" in result["results"][0]["refusals"][0]
+    assert (folder / "pytorch.yaml").read_bytes() == before
+
+
+def _edit_metadata(data: dict, filename: str, old: str, new: str) -> dict:
+    assert old in data["metadata"][filename]
+    data["metadata"][filename] = data["metadata"][filename].replace(old, new)
+    return data
+
+
+def test_a_pin_going_backwards_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    data = _edit_metadata(recorded(), "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",
+                          "nvidia-cudnn-cu12 (==9.1.0.70)", "nvidia-cudnn-cu12 (==9.0.0.312)")
+    with RecordedIndex(data) as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], folder, index_url=idx.url)
+    assert "pytorch 2.5.1 cu124: cudnn would go backwards, 9.1.0.70 -> 9.0.0.312" in \
+        e.value.message
+    assert (folder / "pytorch.yaml").read_text() == \
+        (matrix_with(tmp_path / "again", ["2.4.1", "2.5.1"]) / "pytorch.yaml").read_text()
+
+
+def test_a_pin_that_does_not_parse_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    data = _edit_metadata(recorded(), "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",
+                          "nvidia-cudnn-cu12 (==9.1.0.70)", "nvidia-cudnn-cu12 (==9.1 banana)")
+    with RecordedIndex(data) as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], folder, index_url=idx.url)
+    assert e.value.message.startswith("torch 2.5.1: cannot parse its requirement")
+    assert e.value.exit_code == 1
+
+
+def test_a_release_without_a_linux_x86_64_wheel_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    data = recorded()
+    data["projects"]["torch"] = [f for f in data["projects"]["torch"]
+                                 if not (f["filename"].startswith("torch-2.6.0")
+                                         and f["filename"].endswith("x86_64.whl"))]
+    with RecordedIndex(data) as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], folder, index_url=idx.url)
+    assert e.value.message == "torch 2.6.0: no Linux x86_64 CPython wheel on the index"
+
+
+def test_an_unknown_cuda_runtime_is_refused_not_guessed(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    data = _edit_metadata(recorded(), "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl",
+                          "nvidia-cuda-runtime-cu12 (==12.4.127)",
+                          "nvidia-cuda-runtime-cu12 (==12.4.555)")
+    with RecordedIndex(data) as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], folder, index_url=idx.url)
+    assert "12.4.555 is not in CUDA_RUNTIME_TO_RELEASE" in e.value.message
+
+
+def test_a_server_that_ignores_range_is_refused_not_downloaded(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    with RecordedIndex(honour_range=False) as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], folder, index_url=idx.url)
+    assert "ignored the Range header" in e.value.message
+
+
+def test_pep658_metadata_is_used_where_served(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    with RecordedIndex(pep658=True) as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+        assert idx.whole_downloads == []
+    assert not any("PEP 658" in w for w in r["warnings"])
+    assert r["written"] and len(r["added"]) == 2
+
+
+def test_an_index_that_does_not_answer_is_exit_3(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    out = cli("--matrix", str(folder), "matrix", "refresh", "pytorch",
+              "--index-url", "http://127.0.0.1:9/simple",
+              env={"ENVGEN_HOME": str(tmp_path / "h")})
+    assert out.returncode == 3, out.stderr
+    assert "did not answer" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("url", ["http://pypi.org/simple", "file:///etc", "ftp://x/simple",
+                                 "https://"])
+def test_an_index_url_that_is_not_https_is_refused(tmp_path, url):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    out = cli("--matrix", str(folder), "matrix", "refresh", "pytorch", "--index-url", url)
+    assert out.returncode == 2 and "is not an https URL" in out.stderr, out.stderr
+
+
+def test_an_unknown_reader_and_a_missing_folder_are_exit_2(tmp_path):
+    out = cli("--matrix", str(tmp_path), "matrix", "refresh", "tensorflow-nightly")
+    assert out.returncode == 2 and "no reader named" in out.stderr
+    out = cli("--matrix", str(tmp_path / "nope"), "matrix", "refresh", "pytorch")
+    assert out.returncode == 2 and "not one" in out.stderr
+
+
+def test_a_page_that_is_not_json_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    with RecordedIndex() as idx:
+        idx.page = lambda project: b"<html>not json</html>"
+        with pytest.raises(Refused) as e:
+            refresh(["pytorch"], folder, index_url=idx.url)
+    assert "not a PEP 691 JSON page" in e.value.message
+
+
+@pytest.mark.network
+@pytest.mark.skipif(os.environ.get("ENVGEN_LIVE_INDEX") != "1",
+                    reason="live PyPI: opt in with ENVGEN_LIVE_INDEX=1")
+def test_live_index_agrees_with_the_bundled_matrix(tmp_path):
+    """The bundled pytorch.yaml is what PyPI says today, or the refresh names the change."""
+    folder = tmp_path / "matrix"
+    shutil.copytree(BUNDLED, folder, ignore=shutil.ignore_patterns("closures"))
+    out = cli("--matrix", str(folder), "matrix", "refresh", "pytorch", "--check", "--json")
+    assert out.returncode in (0, 1), out.stderr
+    (r,) = json.loads(out.stdout)["results"]
+    assert r["refusals"] == [] and r["releases"] >= 30
+    assert out.returncode == 0 or r["added"] or r["changed"]
+
+
+def test_the_written_file_keeps_its_mode(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    (folder / "pytorch.yaml").chmod(0o644)
+    with RecordedIndex() as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    assert r["written"] and (folder / "pytorch.yaml").stat().st_mode & 0o777 == 0o644
