@@ -228,3 +228,16 @@ def test_the_written_file_keeps_its_mode(tmp_path):
     with RecordedIndex() as idx:
         (r,) = refresh(["pytorch"], folder, index_url=idx.url)
     assert r["written"] and (folder / "pytorch.yaml").stat().st_mode & 0o777 == 0o644
+
+
+def test_every_changed_field_is_reported(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    data = recorded()
+    for f in data["projects"]["torch"]:
+        if f["filename"].startswith("torch-2.4.1"):
+            f["requires-python"] = ">=3.9.0"
+    with RecordedIndex(data) as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    assert "pytorch 2.4.1: requires_python '>=3.8.0' -> '>=3.9.0'" in r["changed"]
+    assert any("wheels for Python 3.8 are published although Requires-Python is >=3.9.0" in w
+               for w in r["warnings"])

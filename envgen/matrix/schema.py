@@ -91,6 +91,7 @@ SECTIONS = {
         {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1},
          "variants": {**_list(VARIANT), "minItems": 1}},
         {"released": MONTH, "companions": PINS,
+         "requires_python": {"anyOf": [SPECIFIER, {"type": "null"}]},
          "pypi_variant": {"anyOf": [{"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
                                     {"type": "null"}]}})),
     "wheel_sources": _list(_entry(

@@ -82,6 +82,20 @@ def _listed(where: str, key: str, old: list, new: list, ch: Change) -> None:
         ch.changed.append(f"{where}: {key} adds {', '.join(map(str, more))}")
 
 
+def _fields(where: str, old: dict, new: dict, skip: set, ch: Change) -> None:
+    """Every field of one row but `skip`: lists, mappings and single values."""
+    for f in [*new, *(f for f in old if f not in new)]:
+        if f in skip:
+            continue
+        a, b = old.get(f), new.get(f)
+        if isinstance(a, list) or isinstance(b, list):
+            _listed(where, f, a or [], b or [], ch)
+        elif isinstance(a, dict) or isinstance(b, dict):
+            _mapping(where, f, a or {}, b or {}, ch)
+        else:
+            _value(where, f, a, b, ch)
+
+
 def compare_releases(old: list[dict], new: list[dict]) -> Change:
     """The change from `old` framework_releases rows to `new` ones."""
     ch = Change()
@@ -95,25 +109,17 @@ def compare_releases(old: list[dict], new: list[dict]) -> Change:
                            f"remove it by hand in a reviewed commit if that is intended")
     for k in sorted(olds.keys() & news.keys(), key=lambda k: (k[0], _version(k[1]) or k[1])):
         o, n, where = olds[k], news[k], f"{k[0]} {k[1]}"
-        for f in ("released", "pypi_variant", "source"):
-            _value(where, f, o.get(f), n.get(f), ch)
-        _listed(where, "pythons", o.get("pythons") or [], n.get("pythons") or [], ch)
-        _mapping(where, "companions", o.get("companions") or {}, n.get("companions") or {}, ch)
+        _fields(where, o, n, skip={"framework", "version", "variants"}, ch=ch)
         ov = {v.get("name"): v for v in o.get("variants") or [] if isinstance(v, dict)}
         nv = {v["name"]: v for v in n["variants"]}
-        for name in sorted(ov.keys() - nv.keys()):
+        for name in sorted(ov.keys() - nv.keys(), key=str):
             ch.refusals.append(f"{where}: variant {name} would disappear")
         for name in sorted(nv.keys() - ov.keys()):
             ch.added.append(f"{where}: variant {name}")
         for name in sorted(ov.keys() & nv.keys()):
             a, b, w = ov[name], nv[name], f"{where} {name}"
-            for f in ("cuda", "cudnn", "nccl", "ptx"):
-                _value(w, f, a.get(f), b.get(f), ch)
             _inferred(w, a, b, ch)
-            _listed(w, "compute_capabilities", a.get("compute_capabilities") or [],
-                    b.get("compute_capabilities") or [], ch)
-            _listed(w, "sources", a.get("sources") or [], b.get("sources") or [], ch)
-            _mapping(w, "packages", a.get("packages") or {}, b.get("packages") or {}, ch)
+            _fields(w, a, b, skip={"name", "confidence", "why"}, ch=ch)
     return ch
 
 

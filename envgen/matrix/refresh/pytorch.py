@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from .pypi import (Index, Refused, best_wheels, exact_pin, newest_matching, releases,
@@ -188,6 +188,17 @@ def torch_release(run: Run, ver: Version, files: list[dict]) -> dict:
     if how == "range":
         run.warn(f"{what}: the index serves no PEP 658 metadata for {pick['filename']}; "
                  f"METADATA read from the wheel with range requests")
+    requires = pick.get("requires-python")
+    if requires is not None:
+        try:
+            spec = SpecifierSet(requires)
+        except InvalidSpecifier:
+            raise Refused(f"{what}: its Requires-Python {requires[:60]!r} does not "
+                          f"parse") from None
+        outside = [p for p in pythons if Version(p) not in spec]
+        if outside:
+            run.warn(f"{what}: wheels for Python {', '.join(outside)} are published although "
+                     f"Requires-Python is {requires}")
     uploaded = min((f.get("upload-time") or "") for f in files)
     return {"version": str(ver), "released": uploaded[:7] or None, "pythons": pythons,
             "wheel": pick["filename"], "requires_python": pick.get("requires-python"),
@@ -320,7 +331,8 @@ def build_release(run: Run, rel: dict, comp: dict, table: dict) -> dict:
         else:
             run.warn(f"torch {v}: no {project} release on the index pins torch=={v}")
     return {"framework": "pytorch", "version": v, "released": rel["released"],
-            "pythons": rel["pythons"], "companions": companions, "pypi_variant": pypi_name,
+            "pythons": rel["pythons"], "requires_python": rel["requires_python"],
+            "companions": companions, "pypi_variant": pypi_name,
             "variants": variants, "source": f"pypi:torch/{rel['wheel']}"}
 
 
