@@ -141,6 +141,11 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
     if dict(st.base.provides).get(st.framework_package):
         expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
+    if st.builds_on:   # the base framework and everything over it, as installed
+        pins = {**dict(st.packages), **dict(st.base.provides)}
+        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
+                 if n in pins and pins[n][:1].isdigit()}
+        expect["packages"] = exact
     cmd = ["python", payload, "--expect", json.dumps(expect),
            "--require", "cuda" if indices else "cpu", "--timeout", str(max(30, timeout - 30))]
     if steps:

@@ -71,13 +71,24 @@ def constraints_for(stack: Stack) -> list[str]:
     return [f"{name}=={major}.{minor}.*"]
 
 
-def inputs_for(stack: Stack) -> dict:
-    """Everything the closure depends on, and nothing else (its key is their sha256)."""
+def inputs_for(stack: Stack, resolve: bool = True) -> dict:
+    """Everything the closure depends on, and nothing else (its key is their sha256). A
+    stack built over another is constrained to that stack's closure, so the two share
+    every distribution they have in common, and every lower image layer."""
     reqs = sorted(requirement(n, v) for n, v in stack.pip_packages.items())
     tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
-    return {"requirements": reqs + tools, "constraints": constraints_for(stack),
+    constraints = constraints_for(stack)
+    if stack.builds_on:
+        base = base_closure(stack, resolve)
+        constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
+    return {"requirements": reqs + tools, "constraints": constraints,
             "python": stack.python, "platform": stack.base.platform,
             "index_url": stack.index_url}
+
+
+def base_closure(stack: Stack, resolve: bool = True) -> Closure:
+    """The closure of the stack `stack` is built over (stored, or resolved now)."""
+    return closure_for(stack.base_stack(), resolve=resolve)[0]
 
 
 def key_of(inputs: dict) -> str:
@@ -174,7 +185,10 @@ def load_closure(path: Path) -> Closure:
 
 def find(stack: Stack) -> tuple[Closure, str] | None:
     """The stored closure for this stack's inputs: bundled first, then the user's cache."""
-    key = key_of(inputs_for(stack))
+    try:
+        key = key_of(inputs_for(stack, resolve=False))
+    except InputError:   # the stack it is built over has no stored closure yet
+        return None
     bundled = bundled_dir()
     if bundled.is_dir():
         # Its own file first (the usual hit: one file read, not all of them); then the
@@ -380,6 +394,10 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        stack=stack.stack)
     pins, uv_version = compile_pins(inputs, uv)
+    # A stack built over another takes that closure's time: SOURCE_DATE_EPOCH stamps every
+    # layer, and the shared lower layers are bit-identical only with the same stamp.
+    created = base_closure(stack).created if stack.builds_on else \
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
              ).rstrip("/")
     items = sorted(pins.items(), key=lambda kv: canonicalize_name(kv[0]))
@@ -387,6 +405,5 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
         hashed = list(pool.map(lambda kv: hash_pin(kv[0], kv[1], inputs["python"],
                                                    inputs["platform"], index, fetch), items))
     return Closure(key=key_of(inputs), inputs=inputs, pins=tuple(hashed),
-                   resolver=f"{uv_version}, uv pip compile",
-                   created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   resolver=f"{uv_version}, uv pip compile", created=created,
                    stack=stack.stack)

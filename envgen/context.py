@@ -9,7 +9,7 @@ from .errors import InputError
 from .model import Closure, Stack
 from .render import render_texts
 
-SMOKE_DIR = Path(__file__).resolve().parent / "smoke"
+from .smoke import SMOKE_DIR, payload_files
 EXECUTABLE = {"base/build-base.sh"}
 
 
@@ -35,7 +35,8 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
     payload = payload_path(stack)
     if not payload.is_file():
         raise InputError(f"no smoke payload {payload.name} for framework {stack.framework}")
-    texts[payload.name] = payload.read_text()
+    for name in payload_files(stack.smoke):
+        texts[name] = (SMOKE_DIR / name).read_text()
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".envgen-render-", dir=out))
     try:

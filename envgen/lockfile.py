@@ -78,9 +78,14 @@ def stack_problems(data) -> list[str]:
         for key in ("name", "package", "variant"):
             _check(p, _req(fw.get(key), NAME), f"stack.framework.{key} is not a name")
         _check(p, _req(fw.get("version"), VERSION), "stack.framework.version is not a version")
-        comps = fw.get("companions", [])
-        _check(p, isinstance(comps, list) and all(_req(c, NAME) for c in comps),
-               "stack.framework.companions must be names")
+        for key in ("companions", "addons"):
+            names = fw.get(key, [])
+            _check(p, isinstance(names, list) and all(_req(c, NAME) for c in names),
+                   f"stack.framework.{key} must be names")
+        on = fw.get("builds_on")
+        _check(p, on is None or isinstance(on, dict) and _req(on.get("name"), NAME)
+               and _req(on.get("package"), NAME),
+               "stack.framework.builds_on must be null or {name, package}")
     else:
         p.append("stack.framework must be an object")
     pkgs = data.get("packages")

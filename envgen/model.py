@@ -119,6 +119,7 @@ class Framework(Located):
     package: str = ""
     companions: tuple[str, ...] = ()
     smoke: str = ""
+    builds_on: str | None = None    # installed over that framework's stack
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ class FrameworkRelease(Located):
     companions: tuple[tuple[str, str], ...] = ()
     pypi_variant: str | None = None
     variants: tuple[Variant, ...] = ()
+    requires: tuple[tuple[str, str], ...] = ()   # name -> specifier (builds_on frameworks)
+    requires_python: str | None = None
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -244,6 +247,22 @@ class Stack:
     reasons: tuple[str, ...]
     matrix_sha256: str
     companions: tuple[str, ...] = ()
+    # A framework installed over another's stack (Lightning over PyTorch): the base
+    # framework's name, and the distributions installed over the base stack.
+    builds_on: str | None = None
+    builds_on_package: str | None = None
+    addons: tuple[str, ...] = ()
+
+    def base_stack(self) -> "Stack":
+        """The stack this one is installed over (its packages without the add-ons): its
+        closure constrains this one's, so the two images share every lower layer."""
+        packages = tuple((n, v) for n, v in self.packages if n not in self.addons)
+        package = self.builds_on_package or ""
+        return self.replace(stack=f"{self.builds_on}-{self.variant}",
+                            framework=self.builds_on, framework_package=package,
+                            version=dict(packages).get(package, "").split("+")[0],
+                            packages=packages, builds_on=None, builds_on_package=None,
+                            addons=())
 
     def as_variant(self) -> Variant:
         """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
@@ -263,7 +282,10 @@ class Stack:
             "stack": self.stack,
             "framework": {"name": self.framework, "package": self.framework_package,
                           "version": self.version, "variant": self.variant,
-                          "companions": list(self.companions)},
+                          "companions": list(self.companions),
+                          **({"builds_on": {"name": self.builds_on,
+                                            "package": self.builds_on_package},
+                              "addons": list(self.addons)} if self.builds_on else {})},
             "packages": dict(self.packages),
             "python": self.python,
             "cuda": self.cuda,
@@ -306,7 +328,10 @@ class Stack:
                    ptx=data.get("ptx"), forward_compat=bool(data.get("forward_compat")),
                    smoke=data.get("smoke", ""), reasons=tuple(data.get("reasons", ())),
                    matrix_sha256=data.get("matrix_sha256", ""),
-                   companions=tuple(fw.get("companions", ())))
+                   companions=tuple(fw.get("companions", ())),
+                   builds_on=(fw.get("builds_on") or {}).get("name"),
+                   builds_on_package=(fw.get("builds_on") or {}).get("package"),
+                   addons=tuple(fw.get("addons", ())))
 
     def replace(self, **changes) -> "Stack":
         return dataclasses.replace(self, **changes)

@@ -143,15 +143,18 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     if spec.python and host.python and spec.python != host.python:
         raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
                          f"{host.python}")
+    from .resolve_over import lead_spec, no_release, resolve_over
+    spec = lead_spec(m, spec)
     fw = m.framework(spec.framework)
+    if fw.builds_on:
+        return resolve_over(m, spec, host, lambda s, h: resolve(m, s, h))
+    if spec.also:
+        raise InputError(f"spec {spec.text!r}: {fw.name} takes no other framework in the "
+                         f"same spec")
     releases = [r for r in m.releases_of(fw.name)
                 if spec.specifier.contains(r.version, prereleases=True)]
     if not releases:
-        known = m.releases_of(fw.name)
-        span = f"{known[-1].version} to {known[0].version}" if known else "none"
-        raise Unsatisfiable(f"no {fw.package} release matches {spec.describe()} (the matrix "
-                            f"has {span})",
-                            hints=[f"{fw.package}=={known[0].version}"] if known else [])
+        raise no_release(m, fw, spec)
     rejected: list[tuple[FrameworkRelease, Variant, str]] = []
     found: list[tuple[_Candidate, BaseImage, str | None]] = []
     for r in releases:

@@ -24,6 +24,10 @@ class Spec:
     variant: str | None = None
     python: str | None = None
     base: str | None = None
+    # other frameworks in the same image, each (framework name, specifier): the base a
+    # builds_on framework runs on (`lightning,torch==2.7.1`) or another add-on
+    # (`transformers,accelerate`)
+    also: tuple[tuple[str, SpecifierSet], ...] = ()
 
     def describe(self) -> str:
         if self.variant or not str(self.specifier):
@@ -33,6 +37,7 @@ class Spec:
         else:
             parts = [f"{self.text.split(',')[0].split('=')[0].split('>')[0].split('<')[0]}"
                      f"{self.specifier}"]
+        parts += [f"{name}{spec}" for name, spec in self.also]
         if self.python:
             parts.append(f"python={self.python}")
         if self.base:
@@ -47,6 +52,7 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     head, *rest = [t.strip() for t in text.split(",")]
     options: dict[str, str] = {}
     clauses: list[str] = []
+    also: list[tuple[str, SpecifierSet]] = []
     for token in rest:
         key, eq, value = token.partition("=")
         if eq and key in OPTIONS and not value.startswith("="):
@@ -60,9 +66,11 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
             raise InputError(f"spec {shown(text)}: {token!r} is not {key}=VALUE")
         elif token and token[0] in "<>=!~":
             clauses.append(token)
+        elif (r := _REQ.match(token)) and matrix.framework(r.group(1)):
+            also.append((matrix.framework(r.group(1)).name, _specifier(text, r.group(2))))
         else:
-            raise InputError(f"spec {shown(text)}: cannot read {token!r} "
-                             f"(expected a version clause or one of {', '.join(OPTIONS)}=...)")
+            raise InputError(f"spec {shown(text)}: cannot read {token!r} (expected a version "
+                             f"clause, another framework, or one of {', '.join(OPTIONS)}=...)")
     variant = None
     m = _NAME.match(head)
     if m and matrix.framework(m.group(1)):
@@ -79,15 +87,23 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
         known = ", ".join(sorted({f.name for f in matrix.frameworks} |
                                  {f.package for f in matrix.frameworks}))
         raise InputError(f"spec {shown(text)}: unknown framework {name!r} (known: {known})")
-    try:
-        specifier = SpecifierSet(",".join(clauses))
-    except InvalidSpecifier:
-        raise InputError(f"spec {shown(text)}: {','.join(clauses)!r} is not a valid version "
-                         f"specifier") from None
+    specifier = _specifier(text, ",".join(clauses))
+    names = [fw.name] + [n for n, _ in also]
+    if len(set(names)) != len(names):
+        raise InputError(f"spec {shown(text)}: names a framework twice; give its versions "
+                         f"in one clause")
     if "variant" in options:
         if variant and options["variant"] != variant:
             raise InputError(f"spec {shown(text)}: names two variants ({variant} and "
                              f"{options['variant']}); keep one")
         variant = options["variant"]
     return Spec(text=text, framework=fw.name, specifier=specifier, variant=variant,
-                python=options.get("python"), base=options.get("base"))
+                python=options.get("python"), base=options.get("base"), also=tuple(also))
+
+
+def _specifier(text: str, clauses: str | None) -> SpecifierSet:
+    try:
+        return SpecifierSet((clauses or "").strip())
+    except InvalidSpecifier:
+        raise InputError(f"spec {shown(text)}: {clauses!r} is not a valid version "
+                         f"specifier") from None

@@ -68,10 +68,12 @@ def test_impossible_spec_exits_2_with_nearest_specs(capsys):
 def test_matrix_list_json_is_a_row_per_stack(capsys):
     rc, rows = run_json(capsys, "matrix", "list")
     assert rc == 0 and isinstance(rows, list) and len(rows) >= 7
+    frameworks = ("pytorch", "lightning", "transformers", "accelerate")
     for r in rows:
-        assert r["stack"].startswith("pytorch-")
+        assert r["stack"].split("-")[0] in frameworks
         assert "error" in r or {"version", "python", "cuda", "source"} <= set(r)
-    assert {"pytorch-cu121", "pytorch-cu118", "pytorch-cpu"} <= {r["stack"] for r in rows}
+    assert {"pytorch-cu121", "pytorch-cu118", "pytorch-cpu", "lightning-cu128",
+            "transformers-cu128", "accelerate-cu121"} <= {r["stack"] for r in rows}
 
 
 def test_matrix_show_gpus_json(capsys):

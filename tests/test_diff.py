@@ -35,21 +35,29 @@ def run_json(capsys, *argv):
     return code, json.loads(capsys.readouterr().out)
 
 
+def torch_only(names):
+    return [n for n in names if n.startswith("pytorch-")]
+
+
 # ---- one driver, one GPU -------------------------------------------------------------------
 
 def test_driver_upgrade_535_to_580_on_rtx4090_starts_cu130(m, stacks):
     r = d.driver_diff(m, R535, R580, m.gpu("RTX 4090"), stacks)
-    assert r["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert torch_only(r["start_working"]) == ["pytorch-cu130", "pytorch-cu132"]
+    # the stacks built over PyTorch move with the PyTorch stack under them
+    assert {"lightning-cu130", "transformers-cu132", "accelerate-cu130"} <= \
+        set(r["start_working"])
     assert r["stop_working"] == []
-    assert r["summary"].startswith("R535 → R580 on RTX 4090: pytorch-cu130, pytorch-cu132 "
-                                   "start working; none stop")
+    assert r["summary"].startswith("R535 → R580 on RTX 4090: ")
+    assert "pytorch-cu130, pytorch-cu132" in r["summary"]
+    assert "start working; none stop" in r["summary"]
     assert r["stacks"]["pytorch-cu130"]["old"]["runs"] is False
     assert r["stacks"]["pytorch-cu130"]["new"]["runs"] is True
 
 
 def test_driver_downgrade_580_to_535_on_rtx4090_stops_cu130(m, stacks):
     r = d.driver_diff(m, R580, R535, m.gpu("RTX 4090"), stacks)
-    assert r["stop_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert torch_only(r["stop_working"]) == ["pytorch-cu130", "pytorch-cu132"]
     assert r["start_working"] == []
 
 
@@ -102,7 +110,7 @@ def test_cli_driver_diff_json_lists_start_and_stop_working(capsys):
     code, out = run_json(capsys, "diff", "--driver", f"{R535}..{R580}", "--gpu", "RTX 4090")
     assert code == 0
     r = out["driver"]
-    assert r["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert torch_only(r["start_working"]) == ["pytorch-cu130", "pytorch-cu132"]
     assert r["stop_working"] == []
     assert set(r["stacks"]["pytorch-cu121"]) == {"old", "new"}
 
@@ -110,7 +118,8 @@ def test_cli_driver_diff_json_lists_start_and_stop_working(capsys):
 def test_cli_driver_diff_human_table_has_summary(capsys):
     assert main(["diff", "--driver", f"{R535}..{R580}", "--gpu", "RTX 4090"]) == 0
     out = capsys.readouterr().out
-    assert "R535 → R580 on RTX 4090: pytorch-cu130, pytorch-cu132 start working" in out
+    assert "R535 → R580 on RTX 4090: accelerate-cu130" in out
+    assert "pytorch-cu130, pytorch-cu132" in out and "start working; none stop" in out
 
 
 @pytest.mark.parametrize("argv", [["diff"], ["diff", "--driver", "535"],
@@ -136,9 +145,9 @@ def test_fleet_upgrade_plan_moves_only_hosts_on_the_old_branch(m, stacks):
     r = d.fleet_report(m, hosts, (R535, R580), stacks)
     by = {h["name"]: h for h in r["hosts"]}
     assert by["ws-rtx4090-01"]["moves_to"] == R580
-    assert by["ws-rtx4090-01"]["start_working"] == ["pytorch-cu130", "pytorch-cu132"]
+    assert torch_only(by["ws-rtx4090-01"]["start_working"]) == ["pytorch-cu130", "pytorch-cu132"]
     # the H100 already ran cu130 on R535 through forward compatibility
-    assert by["dgx-h100-01"]["start_working"] == ["pytorch-cu132"]
+    assert torch_only(by["dgx-h100-01"]["start_working"]) == ["pytorch-cu132"]
     assert by["hgx-h200-01"]["moves_to"] is None
     assert "pytorch-cu132" in by["hgx-h200-01"]["runs"]
     assert "pytorch-cu126" not in by["ws-rtx5090-02"]["runs"]

@@ -115,7 +115,19 @@ def test_main_module_is_the_cli_entry():
     assert "envgen.cli" in imports(PKG / "__main__.py")
 
 
-def test_smoke_payload_imports_only_stdlib_and_torch():
+def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
+    """A payload runs inside the image: the standard library, the framework under test
+    (torch for those built over it) and the sibling files that travel with it."""
+    from envgen.matrix import load_matrix
+    m = load_matrix()
+    siblings = {"_harness", "torch_smoke", "envgen"}
     for path in files("smoke/*_smoke.py"):
-        bad = {m for m in imports(path) if top(m) not in STDLIB | {"torch"}}
+        smoke = path.name.removesuffix("_smoke.py")
+        fw = next(f for f in m.frameworks if f.smoke == smoke)
+        allowed = {fw.package, "torch" if fw.builds_on or fw.package == "torch" else ""}
+        if fw.package == "lightning":   # its older distribution name, imported only without it
+            allowed.add("pytorch_lightning")
+        bad = {x for x in imports(path) if top(x) not in STDLIB | siblings | allowed}
         assert not bad, f"{path.name} imports {bad}: it runs inside the image"
+    harness = PKG / "smoke" / "_harness.py"
+    assert {top(x) for x in imports(harness)} <= STDLIB

@@ -241,3 +241,20 @@ def test_every_changed_field_is_reported(tmp_path):
     assert "pytorch 2.4.1: requires_python '>=3.8.0' -> '>=3.9.0'" in r["changed"]
     assert any("wheels for Python 3.8 are published although Requires-Python is >=3.9.0" in w
                for w in r["warnings"])
+
+
+def test_a_framework_over_pytorch_gets_its_newest_patch_per_line_from_metadata(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    (folder / "lightning.yaml").unlink()
+    with RecordedIndex() as idx:
+        (r,) = refresh(["lightning"], folder, index_url=idx.url)
+    assert r["written"] and r["releases"] == 2
+    rows = {x["version"]: x for x in
+            yaml.safe_load((folder / "lightning.yaml").read_text())["framework_releases"]}
+    assert set(rows) == {"2.5.6", "2.6.6"}        # 2.5.5 is not the newest of its line
+    bundled = {x["version"]: x for x in yaml.safe_load(
+        (BUNDLED / "lightning.yaml").read_text())["framework_releases"]}
+    assert rows["2.6.6"] == bundled["2.6.6"]
+    # Requires-Dist of lightning 2.6.6: torch<4.0,>=2.1.0; Requires-Python >=3.10
+    assert rows["2.6.6"]["requires"] == {"torch": "<4.0,>=2.1.0"}
+    assert rows["2.6.6"]["pythons"][0] == "3.10"

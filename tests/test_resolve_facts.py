@@ -110,7 +110,10 @@ STACKS = BUNDLED.stack_names()
 def test_every_listed_stack_resolves_and_pins_its_cudnn_and_nccl(name):
     st = res(name)
     assert st.stack == name
-    rel = next(r for r in BUNDLED.releases if r.version == st.version)
+    if st.builds_on:   # its CUDA libraries are those of the stack it is built over
+        st = st.base_stack()
+    rel = next(r for r in BUNDLED.releases if r.version == st.version
+               and r.framework == st.framework)
     v = rel.variant(st.variant)
     wheel_pins = dict(v.packages)
     if not wheel_pins:

@@ -1,10 +1,11 @@
-"""The in-container payload envgen/smoke/torch_smoke.py, run here on the CPU.
+"""The in-container payload envgen/smoke/torch_smoke.py (with its harness), run here on the CPU.
 
 Torch comes from the CPU wheel on disk:
     pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
 Tests that run the payload are skipped where torch is missing.
 """
 import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAYLOAD = REPO / "envgen" / "smoke" / "torch_smoke.py"
+SMOKE = REPO / "envgen" / "smoke"
+PAYLOAD = SMOKE / "torch_smoke.py"
 QUICK = ["--quick", "--steps", "8", "--batch", "32", "--gemm-size", "128"]
 
 
@@ -36,31 +38,44 @@ def cpu_run():
     return run_payload("--require", "cpu", *QUICK)  # the CPU level, also on a machine with a GPU
 
 
+def import_smoke(name):
+    sys.path.insert(0, str(REPO))
+    try:
+        return importlib.import_module(f"envgen.smoke.{name}")
+    finally:
+        sys.path.remove(str(REPO))
+
+
 @pytest.fixture(scope="module")
 def payload_module():
     pytest.importorskip("torch")
-    sys.path.insert(0, str(REPO))
-    try:
-        from envgen.smoke import torch_smoke
-    finally:
-        sys.path.remove(str(REPO))
-    return torch_smoke
+    return import_smoke("torch_smoke")
 
 
-def test_only_stdlib_and_torch_imports():
-    tree = ast.parse(PAYLOAD.read_text(), filename=str(PAYLOAD))
-    allowed = set(sys.stdlib_module_names) | {"torch"}
+def imported(path):
+    """Top-level names a file imports; `from envgen.smoke import X` counts as X."""
     found = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"relative import, line {node.lineno}: the file travels alone"
-            found.add(node.module.split(".")[0])
+            if node.module == "envgen.smoke":
+                found.update(alias.name for alias in node.names)
+            else:
+                found.add(node.module.split(".")[0])
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
             pytest.fail(f"dynamic __import__ at line {node.lineno}")
-    assert found - allowed == set()
-    assert "torch" in found
+    return found
+
+
+def test_only_stdlib_harness_and_torch_imports():
+    found = imported(PAYLOAD)
+    assert found - set(sys.stdlib_module_names) == {"_harness", "torch"}
+
+
+def test_harness_imports_only_the_stdlib():
+    assert imported(SMOKE / "_harness.py") <= set(sys.stdlib_module_names)
 
 
 def test_cpu_run_passes(cpu_run):
@@ -150,12 +165,13 @@ def test_version_helpers(payload_module):
     ts = payload_module
     assert ts._fmt_code(90100, 90000) == "9.1.0" and ts._fmt_code(8902, 90000) == "8.9.2"
     assert ts._fmt_code((2, 20, 5), 10000) == "2.20.5" and ts._fmt_code(21003, 10000) == "2.10.3"
-    assert ts.version_matches("2.4.1+cu121", "2.4.1", None)
-    assert not ts.version_matches("2.4.10", "2.4.1", None)
-    assert ts.version_matches("12.1", "12.1", 2) and not ts.version_matches("12.4", "12.1", 2)
-    assert ts.version_matches("9.1.0", "9.1.0.70", 3)
-    assert not ts.version_matches("9.1.1", "9.1.0.70", 3)
-    assert not ts.version_matches(None, "12.1", 2)
+    matches = import_smoke("_harness").version_matches
+    assert matches("2.4.1+cu121", "2.4.1", None)
+    assert not matches("2.4.10", "2.4.1", None)
+    assert matches("12.1", "12.1", 2) and not matches("12.4", "12.1", 2)
+    assert matches("9.1.0", "9.1.0.70", 3)
+    assert not matches("9.1.1", "9.1.0.70", 3)
+    assert not matches(None, "12.1", 2)
 
 
 def test_arch_match(payload_module):

@@ -62,4 +62,11 @@ fi
 # torch (CPU is enough) for `envgen smoke` and the payload's own tests
 .venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/pip install -q "${ENVGEN_TORCH:-torch==2.13.0}" || \
   echo "torch could not be installed: the payload's native tests will be skipped"
+# the frameworks built over torch, for their payloads' native tests, over that same torch
+if .venv/bin/python -c 'import torch' 2>/dev/null && \
+   ! .venv/bin/python -c 'import lightning, transformers, accelerate' 2>/dev/null; then
+  tv=$(.venv/bin/python -c 'import torch; print(torch.__version__)')
+  .venv/bin/pip install -q -c <(echo "torch==$tv") lightning transformers accelerate || \
+    echo "lightning/transformers/accelerate could not be installed: their native tests will be skipped"
+fi
 echo "ready: $(.venv/bin/envgen --version), docker $($SUDO docker version --format '{{.Server.Version}}')"

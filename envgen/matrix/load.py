@@ -129,7 +129,8 @@ def _build(entries, sha, problems) -> Matrix:
         m.frameworks.append(Framework(**loc(raw, f, ln), name=raw["name"],
                                       package=raw["package"],
                                       companions=_t(raw.get("companions")),
-                                      smoke=raw.get("smoke", raw["package"])))
+                                      smoke=raw.get("smoke", raw["package"]),
+                                      builds_on=raw.get("builds_on")))
     for raw, f, ln in entries["framework_releases"]:
         variants = tuple(
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
@@ -138,12 +139,14 @@ def _build(entries, sha, problems) -> Matrix:
                     packages=tuple(sorted((v.get("packages") or {}).items())),
                     inferred_why=(v.get("why") or "no source states it")
                     if v.get("confidence") == "inferred" else "")
-            for v in raw["variants"])
+            for v in raw.get("variants") or ())
         m.releases.append(FrameworkRelease(
             **loc(raw, f, ln), framework=raw["framework"], version=raw["version"],
             released=raw.get("released"), pythons=_t(raw["pythons"]),
             companions=tuple(sorted((raw.get("companions") or {}).items())),
-            pypi_variant=raw.get("pypi_variant"), variants=variants))
+            pypi_variant=raw.get("pypi_variant"), variants=variants,
+            requires=tuple(sorted((raw.get("requires") or {}).items())),
+            requires_python=raw.get("requires_python")))
     for raw, f, ln in entries["wheel_sources"]:
         m.wheel_sources.append(WheelSource(**loc(raw, f, ln), name=raw["name"],
                                            kind=raw["kind"], url=raw["url"]))
@@ -172,6 +175,27 @@ def _unique(problems, items, key, what):
                                    f"{seen[k].line})")
         else:
             seen[k] = it
+
+
+def _requires_check(m: Matrix, r, problems: list) -> None:
+    """A release of a builds_on framework names the base framework's package it needs and
+    carries no variants (they are the base's); any other release has variants."""
+    fw = m.framework(r.framework)
+    where = f"{r.framework} {r.version}"
+    for name, spec in r.requires:
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            _problem(problems, r, f"{where}: requires {name}{spec!r}, not a version specifier")
+    if fw.builds_on:
+        base = m.framework(fw.builds_on)
+        if r.variants:
+            _problem(problems, r, f"{where}: builds on {fw.builds_on}, so its variants are "
+                                  f"the base's; list none")
+        if base and base.package not in dict(r.requires):
+            _problem(problems, r, f"{where}: requires gives no {base.package} range")
+    elif not r.variants:
+        _problem(problems, r, f"{where}: no variants")
 
 
 def _cross_check(m: Matrix, problems: list) -> None:
@@ -211,10 +235,17 @@ def _cross_check(m: Matrix, problems: list) -> None:
     frameworks = {f.name for f in m.frameworks}
     cudas = {c.version for c in m.cuda}
     libs = {(lib.name, lib.version) for lib in m.libraries}
+    for f in m.frameworks:
+        base = m.framework(f.builds_on) if f.builds_on else None
+        if f.builds_on and (base is None or base.builds_on or base is f):
+            _problem(problems, f, f"framework {f.name}: builds_on {f.builds_on!r} is not a "
+                                  f"framework with stacks of its own")
     for r in m.releases:
         if r.framework not in frameworks:
             _problem(problems, r, f"{r.framework} {r.version}: unknown framework "
                                   f"{r.framework!r}")
+            continue
+        _requires_check(m, r, problems)
         try:
             V(r.version)
         except InvalidVersion:

@@ -86,11 +86,16 @@ SECTIONS = {
     "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
     "frameworks": _list(_entry(
         {"name": NAME, "package": NAME},
-        {"companions": _list(NAME), "smoke": NAME})),
+        {"companions": _list(NAME), "smoke": NAME,
+         # a framework installed over another one's stack (Lightning over PyTorch)
+         "builds_on": NAME})),
     "framework_releases": _list(_entry(
-        {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1},
-         "variants": {**_list(VARIANT), "minItems": 1}},
-        {"released": MONTH, "companions": PINS,
+        {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1}},
+        {"variants": {**_list(VARIANT), "minItems": 1},
+         # what a release of a builds_on framework needs, as its Requires-Dist states it
+         "requires": {"type": "object", "propertyNames": NAME,
+                      "additionalProperties": SPECIFIER},
+         "released": MONTH, "companions": PINS,
          "requires_python": {"anyOf": [SPECIFIER, {"type": "null"}]},
          "pypi_variant": {"anyOf": [{"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
                                     {"type": "null"}]}})),

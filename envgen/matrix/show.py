@@ -1,6 +1,7 @@
 """Rows for `envgen matrix show SECTION`."""
 from __future__ import annotations
 
+from ..model import V
 from .table import Matrix
 
 
@@ -48,15 +49,17 @@ def _rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
                 ["name", "version", "cuda", "source"])
     if section == "releases":
         rows = []
-        for r in sorted(m.releases, key=lambda r: (r.framework, r.version)):
+        for r in sorted(m.releases, key=lambda r: (r.framework, V(r.version))):
             rows.append([r.framework, r.version, " ".join(r.pythons), r.pypi_variant,
-                         " ".join(v.name for v in r.variants)])
-        return rows, ["framework", "version", "pythons", "pypi_variant", "variants"]
+                         " ".join(v.name for v in r.variants)
+                         or " ".join(f"{n}{s}" for n, s in r.requires)])
+        return rows, ["framework", "version", "pythons", "pypi_variant", "variants/requires"]
     if section == "bases":
         return ([[b.name, b.kind, b.image, b.python, b.cuda, b.cuda_compat, b.source]
                  for b in m.bases],
                 ["name", "kind", "image", "python", "cuda", "cuda_compat", "source"])
     if section == "sources":
         return ([[s.name, s.kind, s.url] for s in m.wheel_sources], ["name", "kind", "url"])
-    return ([[f.name, f.package, " ".join(f.companions), f.smoke, f.source]
-             for f in m.frameworks], ["name", "package", "companions", "smoke", "source"])
+    return ([[f.name, f.package, " ".join(f.companions), f.builds_on, f.smoke, f.source]
+             for f in m.frameworks],
+            ["name", "package", "companions", "builds_on", "smoke", "source"])

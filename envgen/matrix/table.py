@@ -76,8 +76,16 @@ class Matrix:
         return max(ok, key=lambda c: V(c.version), default=None)
 
     def stack_names(self) -> list[str]:
+        """Every `FRAMEWORK-VARIANT` stack: a framework's own variants, and for one built
+        over another, the variants the base publishes on PyPI."""
         names = set()
+        pypi = {}
         for r in self.releases:
             for v in r.variants:
                 names.add(f"{r.framework}-{v.name}")
+            if r.pypi_variant:
+                pypi.setdefault(r.framework, set()).add(r.pypi_variant)
+        for f in self.frameworks:
+            if f.builds_on and any(r.framework == f.name for r in self.releases):
+                names.update(f"{f.name}-{v}" for v in pypi.get(f.builds_on, ()))
         return sorted(names)

@@ -6,6 +6,7 @@ import json
 from .. import __version__
 from ..model import LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
+from ..smoke import payload_files
 from .env import environment
 
 UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
@@ -31,9 +32,12 @@ BOOTSTRAP_PIP = ('python "$(set -- /usr/share/python-wheels/pip-*.whl; '
                  'echo "$1")/pip"')
 
 
-def _layer_of(pin: Pin, stack: Stack) -> int:
+def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
     """Cache-friendly order: tools, CUDA libraries, the framework (with what it needs),
-    the companions; a layer changes only when its own pins do."""
+    the companions, then what a stack built over another adds; a layer changes only when
+    its own pins do, so such a stack shares every lower layer with its base stack."""
+    if stack.builds_on and pin.requirement not in base_pins:
+        return 4
     if pin.name in ("pip", "setuptools", "wheel"):
         return 0
     if pin.name.startswith("nvidia-") or pin.name in ("cuda-toolkit", "triton") or \
@@ -44,16 +48,18 @@ def _layer_of(pin: Pin, stack: Stack) -> int:
     return 2
 
 
-LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions")
-LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions")
+LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions",
+                "frameworks over the base")
+LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over")
 
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     provided = {n.lower() for n, _ in stack.base.provides}
-    groups: list[list[Pin]] = [[], [], [], []]
+    base_pins = set(closure.inputs.get("constraints") or ()) if stack.builds_on else set()
+    groups: list[list[Pin]] = [[] for _ in LAYER_TITLES]
     for pin in closure.pins:
         if pin.name.lower() not in provided:
-            groups[_layer_of(pin, stack)].append(pin)
+            groups[_layer_of(pin, stack, base_pins)].append(pin)
     layers = []
     for i, pins in enumerate(groups):
         if not pins:
@@ -100,6 +106,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
     if base.cuda_compat:
         env.append(("LD_LIBRARY_PATH", "/usr/local/cuda/compat:/usr/local/nvidia/lib64"))
     payload = f"{stack.smoke}_smoke.py"
+    payloads = list(payload_files(stack.smoke)) or [payload]
     apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))
     return {
         "envgen_version": __version__,
@@ -128,7 +135,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "req_mount": REQ_MOUNT,
         "src_mount": SRC_MOUNT,
         "payload": payload,
-        "copied": [payload, "stack.json", "requirements.txt", "closure.json"],
+        "copied": [*payloads, "stack.json", "requirements.txt", "closure.json"],
         "command": ["python", f"{PAYLOAD_DIR}/{payload}"],
         "buildkit": buildkit,
     }
@@ -145,15 +152,23 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             "provided": sorted(stack.base.provides)}
 
 
+# conda-forge's name where it differs from the wheel's (conda-forge ships torch as pytorch)
+CONDA_NAMES = {"torch": "pytorch"}
+
+
 def conda_view(stack: Stack) -> dict:
-    fw_pin = dict(stack.packages).get(stack.framework_package, stack.version).split("+")[0]
+    """The conda-forge form: the framework at the base of the stack with a CUDA or CPU
+    build, then its companions and what is installed over it, by version."""
+    pins = {n: v.split("+")[0] for n, v in stack.packages}
+    lead = stack.builds_on_package or stack.framework_package
+    over = [(CONDA_NAMES.get(n, n), pins[n]) for n in stack.addons
+            if n in pins and pins[n][:1].isdigit()]
     return {"stack": stack, "name": f"envgen-{stack.stack}",
-            "conda_package": "pytorch" if stack.framework_package == "torch"
-            else stack.framework_package,
-            "framework_version": fw_pin,
+            "conda_package": CONDA_NAMES.get(lead, lead),
+            "framework_version": pins.get(lead, stack.version),
             "build": "cuda*" if stack.cuda else "cpu*",
-            "companions": [(n, v.split("+")[0]) for n, v in stack.packages
-                           if n in stack.companions]}
+            "companions": [(n, pins[n]) for n, _ in stack.packages
+                           if n in stack.companions] + over}
 
 
 def base_view(base: BaseImage) -> dict:

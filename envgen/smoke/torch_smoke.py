@@ -1,30 +1,32 @@
 #!/usr/bin/env python3
-"""envgen smoke-training payload for PyTorch images.
+"""envgen smoke-training payload for PyTorch images, and the torch/CUDA checks every torch-based
+payload (Lightning, Transformers, Accelerate) shares.
 
-Copied into images and run as ``python /opt/envgen/torch_smoke.py [options]``; importable as
-``envgen.smoke.torch_smoke`` too (``main(argv) -> int``, ``run(options) -> dict``). Imports the
-standard library and torch only. Prints exactly one JSON report on stdout (logs go to stderr);
-exits 0 when every check passed, 1 when any failed, 2 on bad arguments.
+Copied into images beside _harness.py and run as ``python /opt/envgen/torch_smoke.py [options]``;
+importable as ``envgen.smoke.torch_smoke`` too (``main(argv) -> int``, ``run(options) -> dict``).
+Imports the standard library, the harness and torch only. Prints exactly one JSON report on
+stdout (logs go to stderr); exits 0 when every check passed, 1 when any failed, 2 on bad arguments.
+A torch-based payload calls ``torch_run(rep, opts, deadline, its_training_checks)``.
 """
 # ruff: noqa: BLE001  (catching everything is the point: a failing check is reported, never a crash)
-import argparse
 import contextlib
 import datetime
-import json
+import functools
 import math
 import os
 import platform
 import queue
 import re
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 
-_T_START = time.monotonic()  # a script's --timeout counts from here, before the slow torch import
+if __package__:  # imported as envgen.smoke.torch_smoke
+    from envgen.smoke import _harness as h
+else:  # a script in /opt/envgen: its folder is first on sys.path
+    import _harness as h
+
 # Before anything NCCL: NVLink SHARP / multicast stays off (it hangs in many containers).
 for _key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
     os.environ.setdefault(_key, "0" if _key == "NCCL_NVLS_ENABLE" else "1")
@@ -37,120 +39,7 @@ except Exception as _exc:  # a broken torch is reported, not a crash
     torch = F = None
     _TORCH_ERROR = f"{type(_exc).__name__}: {_exc}"
 
-PAYLOAD_VERSION = 1
-LOSS_RATIO_MAX = 0.7  # mean of the last few losses < 0.7 x mean of the first few
-EXPECT_KEYS = ("framework", "cuda", "cudnn", "nccl")
-OOM_ADVICE = ("out of memory: lower --batch, use mixed precision, or free the GPU "
-              "(nvidia-smi lists other processes)")
-_CHILDREN = []  # multi-GPU processes, killed if the overall --timeout fires
-
-
-def log(msg):
-    print(f"[torch_smoke {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------------- arguments
-class BadArguments(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise BadArguments(message)
-
-
-def _expect_arg(text):
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    if set(value) - set(EXPECT_KEYS):
-        raise argparse.ArgumentTypeError(f"unknown key(s) {sorted(set(value) - set(EXPECT_KEYS))}")
-    if any(v is not None and not isinstance(v, str) for v in value.values()):
-        raise argparse.ArgumentTypeError('versions are strings or null (quote them: "12.1")')
-    return value
-
-
-def _number(cast, low):
-    def parse(text):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value >= low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}")
-        return value
-    return parse
-
-
-def build_parser():
-    p = _Parser(prog="torch_smoke.py", description="Certify a PyTorch image by training in it.")
-    p.add_argument("--expect", type=_expect_arg, default={},
-                   help='JSON object with "framework", "cuda", "cudnn", "nccl" (each optional)')
-    p.add_argument("--require", choices=("cuda", "cpu", "auto"), default="auto",
-                   help="cuda: a GPU was requested, training on the CPU fails; auto: cuda if any")
-    p.add_argument("--steps", type=_number(int, 6), default=None,
-                   help="training steps (default 30, 12 with --quick)")
-    p.add_argument("--batch", type=_number(int, 1), default=64)
-    p.add_argument("--multi-gpu", action="store_true",
-                   help="NCCL all-reduce and DDP when more than one GPU is visible")
-    p.add_argument("--timeout", type=_number(float, 1.0), default=600.0,
-                   help="overall budget in seconds")
-    p.add_argument("--gemm-size", type=_number(int, 16), default=None,
-                   help="GEMM edge (default 8192 on GPU, 512 on CPU)")
-    p.add_argument("--quick", action="store_true", help="fewer steps, less data, smaller GEMM")
-    return p
-
-
-# ---------------------------------------------------------------------------------- report helpers
-def _new_report(require):
-    return {"payload": "torch_smoke", "payload_version": PAYLOAD_VERSION, "level": None,
-            "require": require, "passed": False, "checks": [],
-            "versions": {"python": platform.python_version(), "torch": None, "cuda": None,
-                         "cudnn": None, "nccl": None, "driver": None},
-            "device": {"name": None, "compute_capability": None, "count": 0,
-                       "memory_total_mib": None},
-            "metrics": {}, "telemetry": {}, "multi_gpu": None, "errors": []}
-
-
-def _check(rep, name, passed, detail, **extra):
-    rep["checks"].append(dict({"name": name, "passed": bool(passed), "detail": detail}, **extra))
-    log(f"{'PASS' if passed else 'FAIL'} {name}: {detail}")
-
-
-def _skip(rep, name, why):
-    """Not applicable: passes, except when a GPU was required and we are not on one."""
-    gpu_missing = rep["require"] == "cuda" and rep["level"] != "cuda"
-    if gpu_missing:
-        why += " (--require cuda: a GPU check that cannot run fails)"
-    _check(rep, name, not gpu_missing, why, skipped=True)
-
-
-def _guarded(rep, name, fn, *args):
-    """Run check `fn`; an exception becomes a failed check (out-of-memory with advice)."""
-    try:
-        return fn(rep, *args)
-    except Exception as exc:
-        log(traceback.format_exc())
-        message = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
-        oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
-        if isinstance(exc, oom_type) or "out of memory" in str(exc).lower():
-            message = f"{OOM_ADVICE} [{message}]"
-            with contextlib.suppress(Exception):
-                torch.cuda.empty_cache()
-        _check(rep, name, False, message)
-        rep["errors"].append(f"{name}: {message}")
-        return None
-
-
-def _clean(value):  # NaN and inf are not JSON
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    return [_clean(v) for v in value] if isinstance(value, (list, tuple)) else value
+VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "driver")  # what every torch payload reports
 
 
 def _sync(device):
@@ -166,8 +55,45 @@ def _half_dtype():
     return torch.bfloat16 if bf16 else torch.float16
 
 
-def _dtype_name(dtype):
+def dtype_name(dtype):
     return str(dtype).replace("torch.", "")
+
+
+def mixed_dtype(device):
+    """(dtype, None) for mixed precision on `device`: bf16 on a GPU that has it, else fp16; bf16
+    on the CPU. (None, why) where this torch build cannot autocast bf16 on the CPU."""
+    if device.type == "cuda":
+        return _half_dtype(), None
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.ones(2, 2) @ torch.ones(2, 2)
+    except Exception as exc:
+        return None, f"bf16 autocast unsupported on this CPU build: {exc}"
+    return torch.bfloat16, None
+
+
+def cuda_oom(exc):
+    """The harness's out-of-memory hook: classify `exc`, free the cache for the checks after it."""
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
+    if isinstance(exc, oom_type) or "out of memory" in str(exc).lower():
+        with contextlib.suppress(Exception):
+            torch.cuda.empty_cache()
+        return True
+    return False
+
+
+guarded = functools.partial(h.guarded, oom=cuda_oom)
+
+
+def _cpu_why(rep):
+    return "CPU level (--require cpu)" if rep["require"] == "cpu" else "no GPU: CPU level"
+
+
+def gpu_check(rep, name, fn, *args):
+    """A GPU-only check: it runs where training uses the GPU, and is "not applicable" elsewhere."""
+    if rep["level"] == "cuda":
+        return guarded(rep, name, fn, *args)
+    return h.skip(rep, name, _cpu_why(rep))
 
 
 # ---------------------------------------------------------------------------------- model, data
@@ -185,6 +111,10 @@ def make_data(n, seed, device, classes=4):
     gen.manual_seed(seed)
     y = torch.randint(0, classes, (n,), generator=gen)
     return (centres[y] + torch.randn(n, 3, 16, 16, generator=gen)).to(device), y.to(device)
+
+
+def data_size(opts):
+    return max(4 * opts.batch, 512 if opts.quick else 2048)
 
 
 def train_loop(model, data, steps, batch, device, amp_dtype=None, scaler=None, lr=3e-3):
@@ -214,18 +144,6 @@ def train_loop(model, data, steps, batch, device, amp_dtype=None, scaler=None, l
     return losses, times
 
 
-def loss_trend(losses):
-    """(first, last, ratio, ok): means of the first and last few losses; ok when ratio < 0.7."""
-    k = max(1, min(5, len(losses) // 4))
-    first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
-    ratio = last / first if first > 0 else float("inf")
-    return first, last, ratio, all(math.isfinite(v) for v in losses) and ratio < LOSS_RATIO_MAX
-
-
-def _trend(first, last, ratio):
-    return f"loss {first:.3f} -> {last:.3f} (ratio {ratio:.2f}, must be < {LOSS_RATIO_MAX})"
-
-
 # ---------------------------------------------------------------------------------- versions
 def _fmt_code(v, big):
     """cuDNN >= 9 and NCCL >= 2.9 encode MMmmpp (90100 = 9.1.0); older ones Mmpp (8902 = 8.9.2)."""
@@ -238,6 +156,7 @@ def _fmt_code(v, big):
 
 
 def read_versions():
+    """torch, CUDA, cuDNN and NCCL as loaded in this process (not as pinned or built against)."""
     def safe(fn):
         with contextlib.suppress(Exception):
             return fn()
@@ -248,59 +167,17 @@ def read_versions():
             "nccl": safe(lambda: _fmt_code(torch.cuda.nccl.version(), 10000)) if cuda else None}
 
 
-def version_matches(actual, wanted, parts):
-    """parts None: equal without +local; else the first `parts` dot-components `wanted` has."""
-    if actual is None:
-        return False
-    a, w = str(actual).split("+")[0].split("."), str(wanted).split("+")[0].split(".")
-    return a == w if parts is None else a[:min(parts, len(w))] == w[:parts]
-
-
-def check_versions(rep, expect):
-    v = rep["versions"]
-    rules = {"framework": (v["torch"], None), "cuda": (v["cuda"], 2), "cudnn": (v["cudnn"], 3),
-             "nccl": (v["nccl"], 3)}
-    notes, bad = [], 0
-    for key in EXPECT_KEYS:
-        if (expect or {}).get(key) is not None:
-            actual, parts = rules[key]
-            ok = version_matches(actual, expect[key], parts)
-            bad += not ok
-            verdict = "matches" if ok else "MISMATCH, expected"
-            notes.append(f"{key} {actual} {verdict} {expect[key]}")
-    _check(rep, "versions", bad == 0, "; ".join(notes) or "no --expect given", mismatches=bad)
-
-
 # ---------------------------------------------------------------------------------- GPU-only checks
-def _smi(query, timeout):
-    """Rows of `nvidia-smi --query-gpu=QUERY --format=csv,noheader,...` as lists of strings."""
-    out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=timeout, check=False)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise RuntimeError(f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[:300]}")
-    return [[c.strip() for c in line.split(",")] for line in out.stdout.strip().splitlines()]
-
-
-def check_nvidia_smi(rep):
-    try:
-        rows = _smi("name,driver_version", 30)
-    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
-        return _check(rep, "nvidia_smi", False, f"nvidia-smi failed: {exc}")
-    rep["versions"]["driver"] = rows[0][-1]
-    return _check(rep, "nvidia_smi", True,
-                  f"{len(rows)} GPU(s), {rows[0][0]}, driver {rows[0][-1]}", gpus=len(rows))
-
-
 def check_cuda_available(rep, available):
     if available and rep["level"] == "cuda":
-        return _check(rep, "cuda_available", True,
-                      f"torch.cuda.is_available(), {torch.cuda.device_count()} device(s)")
+        return h.check(rep, "cuda_available", True,
+                       f"torch.cuda.is_available(), {torch.cuda.device_count()} device(s)")
     if rep["require"] != "cuda":
-        return _skip(rep, "cuda_available", "--require cpu" if available else "no GPU: CPU level")
+        return h.skip(rep, "cuda_available", "--require cpu" if available else "no GPU: CPU level")
     why = ("CPU-only torch build" if not torch.version.cuda
            else "no GPU visible to CUDA (driver? --gpus? CUDA_VISIBLE_DEVICES?)")
-    return _check(rep, "cuda_available", False,
-                  f"GPU requested (--require cuda) but torch.cuda.is_available() is False: {why}")
+    return h.check(rep, "cuda_available", False,
+                   f"GPU requested (--require cuda) but torch.cuda.is_available() is False: {why}")
 
 
 def check_device(rep, device):
@@ -308,8 +185,8 @@ def check_device(rep, device):
     cc, mib = f"{props.major}.{props.minor}", props.total_memory // 2**20
     rep["device"].update(name=props.name, compute_capability=cc, count=torch.cuda.device_count(),
                          memory_total_mib=mib)
-    _check(rep, "device", bool(props.name), f"{props.name}, cc {cc}, {mib} MiB",
-           multiprocessors=props.multi_processor_count)
+    h.check(rep, "device", bool(props.name), f"{props.name}, cc {cc}, {mib} MiB",
+            multiprocessors=props.multi_processor_count)
 
 
 def arch_match(arches, cc):
@@ -346,15 +223,15 @@ def check_arch(rep, device):
         note = "kernel launch ok"
     except Exception as exc:
         launched, note = False, f"kernel launch failed: {str(exc).strip()[:200]}"
-    _check(rep, "cuda_arch", bool(found) and launched,
-           f"device sm_{cc[0]}{cc[1]}; build has {' '.join(arches) or '(none)'}: {how}; {note}")
+    h.check(rep, "cuda_arch", bool(found) and launched,
+            f"device sm_{cc[0]}{cc[1]}; build has {' '.join(arches) or '(none)'}: {how}; {note}")
 
 
 def check_cudnn(rep, device):
     cudnn = torch.backends.cudnn
     if not cudnn.is_available() or not cudnn.enabled:
-        return _check(rep, "cudnn_conv", False,
-                      f"cuDNN available {cudnn.is_available()}, enabled {cudnn.enabled}")
+        return h.check(rep, "cudnn_conv", False,
+                       f"cuDNN available {cudnn.is_available()}, enabled {cudnn.enabled}")
     gen = torch.Generator().manual_seed(3)
     x, w = torch.randn(8, 16, 32, 32, generator=gen), torch.randn(32, 16, 3, 3, generator=gen)
     xc, wc = x.to(device).requires_grad_(), w.to(device).requires_grad_()
@@ -364,10 +241,10 @@ def check_cudnn(rep, device):
     ref = F.conv2d(x, w, padding=1)
     err = float((out.detach().cpu() - ref).abs().max() / ref.abs().max())  # TF32 convs: ~1e-3
     grads_ok = all(bool(torch.isfinite(g).all() and g.abs().sum() > 0) for g in (xc.grad, wc.grad))
-    return _check(rep, "cudnn_conv", grads_ok and err < 1e-2,
-                  f"cuDNN {rep['versions']['cudnn']} conv2d forward+backward: gradients "
-                  f"{'finite' if grads_ok else 'NOT finite or zero'}, "
-                  f"max rel. error vs CPU {err:.1e} (limit 1e-2)", rel_error=err)
+    return h.check(rep, "cudnn_conv", grads_ok and err < 1e-2,
+                   f"cuDNN {rep['versions']['cudnn']} conv2d forward+backward: gradients "
+                   f"{'finite' if grads_ok else 'NOT finite or zero'}, "
+                   f"max rel. error vs CPU {err:.1e} (limit 1e-2)", rel_error=err)
 
 
 def check_memory(rep, device):
@@ -377,9 +254,109 @@ def check_memory(rep, device):
             "max_memory_allocated_mib": cuda.max_memory_allocated(device)}
     vals = {k: round(v / 2**20, 1) for k, v in vals.items()}
     rep["metrics"].update(vals)
-    _check(rep, "memory", vals["max_memory_allocated_mib"] > 0,
-           "allocated {memory_allocated_mib} MiB, reserved {memory_reserved_mib} MiB, "
-           "peak {max_memory_allocated_mib} MiB".format(**vals), **vals)
+    h.check(rep, "memory", vals["max_memory_allocated_mib"] > 0,
+            "allocated {memory_allocated_mib} MiB, reserved {memory_reserved_mib} MiB, "
+            "peak {max_memory_allocated_mib} MiB".format(**vals), **vals)
+
+
+# ---------------------------------------------------------------------------------- shared checks
+def check_model_on_cuda(rep, device, what="model parameters"):
+    """`device`: where the parameters were while training (some frameworks move them back)."""
+    h.check(rep, "model_on_cuda", device.type == "cuda", f"{what} on {device}")
+
+
+def output_dtypes(layer):
+    """The set of dtypes `layer`'s outputs have had (a forward hook): where mixed precision
+    shows, as the loss the framework hands back is float32 either way."""
+    seen = set()
+    layer.register_forward_hook(lambda _module, _inputs, out: seen.add(dtype_name(out.dtype)))
+    return seen
+
+
+def torch_checks(rep, opts):
+    """Before training: torch imported; the GPU (nvidia-smi, CUDA, the device, kernels for its
+    architecture); the versions loaded against --expect. (use_cuda, device); device is None
+    where torch did not import."""
+    if torch is None:
+        rep["level"] = "cpu"
+        rep["errors"].append(f"import torch: {_TORCH_ERROR}")
+        h.check(rep, "torch_import", False, f"import torch failed: {_TORCH_ERROR}")
+        return False, None
+    try:
+        available = torch.cuda.is_available()
+    except Exception as exc:
+        available = False
+        rep["errors"].append(f"torch.cuda.is_available() raised {exc}")
+    use_cuda = available and opts.require != "cpu"
+    rep["level"] = "cuda" if use_cuda else "cpu"
+    device = torch.device("cuda", 0) if use_cuda else torch.device("cpu")
+    rep["versions"].update(read_versions())
+    h.log(rep["payload"], f"torch {torch.__version__}, level {rep['level']} (--require "
+                          f"{opts.require}), {h.train_steps(opts)} steps, batch {opts.batch}")
+    if opts.require == "cuda":  # nvidia-smi tells why a requested GPU is missing
+        guarded(rep, "nvidia_smi", h.check_nvidia_smi)
+    else:
+        gpu_check(rep, "nvidia_smi", h.check_nvidia_smi)
+    check_cuda_available(rep, available)
+    gpu_check(rep, "device", check_device, device)
+    gpu_check(rep, "cuda_arch", check_arch, device)
+    if not use_cuda:
+        rep["device"].update(name=platform.processor() or platform.machine(), count=0)
+    h.check_expect(rep, opts.expect)
+    return use_cuda, device
+
+
+def torch_run(rep, opts, deadline, train_checks):
+    """A torch payload's run: torch_checks; its own `train_checks(rep, opts, device)` (None where
+    its framework did not import) while nvidia-smi samples; cuDNN, memory, and --multi-gpu."""
+    t0 = time.monotonic()
+    use_cuda, device = torch_checks(rep, opts)
+    if device is None:
+        return
+    telemetry = h.Telemetry().start() if use_cuda else None
+    try:
+        if train_checks is not None:
+            train_checks(rep, opts, device)
+    finally:
+        rep["telemetry"] = (telemetry.stop() if telemetry
+                            else {"source": None, "samples": 0, "error": _cpu_why(rep)})
+    gpu_check(rep, "cudnn_conv", check_cudnn, device)
+    gpu_check(rep, "memory", check_memory, device)
+    if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
+        guarded(rep, "multi_gpu", run_multi_gpu, opts, deadline)
+    elif opts.multi_gpu:
+        count = torch.cuda.device_count() if use_cuda else 0
+        h.skip(rep, "multi_gpu", f"needs more than one GPU; {count} in use")
+    rep["metrics"]["duration_s"] = round(time.monotonic() - t0, 2)
+
+
+def check_round_trip(rep, how, size, model, fresh, forward):
+    """The checkpoint check: `fresh`, loaded from `model`'s checkpoint of `size` bytes, holds
+    equal tensors and `forward(m)` gives equal outputs (cuDNN deterministic: bit-equal)."""
+    model.eval()
+    fresh.eval()
+    flags = torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True)
+    with torch.no_grad(), flags:
+        same_out = torch.equal(forward(model), forward(fresh))
+    a, b = model.state_dict(), fresh.state_dict()
+    same_params = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rep["metrics"]["checkpoint_bytes"] = size
+    h.check(rep, "checkpoint", same_params and same_out,
+            f"{how}: {size} bytes, parameters {'equal' if same_params else 'DIFFER'}, "
+            f"outputs {'equal' if same_out else 'DIFFER'}", bytes=size)
+
+
+def check_mixed(rep, device, train):
+    """The amp check of a framework's payload: `train(dtype)` trains under the framework's own
+    mixed precision for `dtype` and returns (how, losses, dtypes a layer's outputs had); the
+    loss must fall and the layer must have computed in `dtype`, not silently in float32."""
+    dtype, why = mixed_dtype(device)
+    if dtype is None:
+        return h.skip(rep, "amp", why)
+    how, losses, seen = train(dtype)
+    rep["metrics"]["amp_dtype"] = dtype_name(dtype)
+    return h.check_loss(rep, "amp", losses, f"{how}, layer outputs {', '.join(sorted(seen))}",
+                        prefix="amp_", ok=dtype_name(dtype) in seen)
 
 
 # ---------------------------------------------------------------------------------- training checks
@@ -387,48 +364,35 @@ def check_train(rep, device, data, steps, batch):
     torch.manual_seed(0)
     model = make_model().to(device)
     losses, times = train_loop(model, data, steps, batch, device)
-    first, last, ratio, ok = loss_trend(losses)
-    rep["metrics"].update(loss_first=first, loss_last=last, loss_ratio=ratio, steps=steps,
-                          batch=batch)
-    _check(rep, "train", ok, f"fp32 on {device.type}, {steps} steps: {_trend(first, last, ratio)}",
-           loss_first=first, loss_last=last, loss_ratio=ratio)
+    rep["metrics"].update(steps=steps, batch=batch)
+    h.check_loss(rep, "train", losses, f"fp32 on {device.type}")
     return model, times
 
 
-def check_model_on_cuda(rep, model):
-    param = next(model.parameters())
-    _check(rep, "model_on_cuda", param.is_cuda, f"model parameters on {param.device}")
+def _grad_scaler():
+    try:
+        return torch.amp.GradScaler("cuda")
+    except (AttributeError, TypeError):  # torch < 2.3
+        return torch.cuda.amp.GradScaler()
 
 
 def check_amp(rep, device, data, steps, batch):
     """bf16 autocast (fp16 + GradScaler on GPUs without bf16); the loss must go down too."""
-    dtype, scaler = (_half_dtype() if device.type == "cuda" else torch.bfloat16), None
-    if dtype == torch.float16:
-        try:
-            scaler = torch.amp.GradScaler("cuda")
-        except (AttributeError, TypeError):  # torch < 2.3
-            scaler = torch.cuda.amp.GradScaler()
-    if device.type == "cpu":
-        try:
-            with torch.autocast("cpu", dtype=dtype):
-                torch.ones(2, 2) @ torch.ones(2, 2)
-        except Exception as exc:
-            return _skip(rep, "amp", f"bf16 autocast unsupported on this CPU build: {exc}")
+    dtype, why = mixed_dtype(device)
+    if dtype is None:
+        return h.skip(rep, "amp", why)
+    scaler = _grad_scaler() if dtype == torch.float16 else None
     torch.manual_seed(0)
     losses, _ = train_loop(make_model().to(device), data, steps, batch, device, dtype, scaler)
-    first, last, ratio, ok = loss_trend(losses)
-    name = _dtype_name(dtype) + (" + GradScaler" if scaler else "")
-    rep["metrics"].update(amp_dtype=_dtype_name(dtype), amp_loss_first=first, amp_loss_last=last,
-                          amp_loss_ratio=ratio)
-    return _check(rep, "amp", ok, f"autocast {name}: {_trend(first, last, ratio)}",
-                  loss_first=first, loss_last=last, loss_ratio=ratio)
+    rep["metrics"]["amp_dtype"] = dtype_name(dtype)
+    name = dtype_name(dtype) + (" + GradScaler" if scaler else "")
+    return h.check_loss(rep, "amp", losses, f"autocast {name}", prefix="amp_")
 
 
 def check_checkpoint(rep, device, model, data):
     with tempfile.TemporaryDirectory(prefix="envgen-smoke-") as tmp:
         path = os.path.join(tmp, "model.pt")
         torch.save(model.state_dict(), path)
-        size = os.path.getsize(path)
         torch.manual_seed(1)  # other weights until the load
         fresh = make_model().to(device)
         try:
@@ -436,18 +400,8 @@ def check_checkpoint(rep, device, model, data):
         except TypeError:  # torch < 1.13
             state = torch.load(path, map_location=device)
         fresh.load_state_dict(state)
-    model.eval()
-    fresh.eval()
-    flags = torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True)
-    with torch.no_grad(), flags:
-        same_out = torch.equal(model(data[0][:32]), fresh(data[0][:32]))
-    pairs = zip(model.state_dict().values(), fresh.state_dict().values())
-    same_params = all(torch.equal(a, b) for a, b in pairs)
-    rep["metrics"]["checkpoint_bytes"] = size
-    _check(rep, "checkpoint", same_params and same_out,
-           f"torch.save/torch.load in {tempfile.gettempdir()}: {size} bytes, parameters "
-           f"{'equal' if same_params else 'DIFFER'}, outputs {'equal' if same_out else 'DIFFER'}",
-           bytes=size)
+        check_round_trip(rep, f"torch.save/torch.load in {tempfile.gettempdir()}",
+                         os.path.getsize(path), model, fresh, lambda m: m(data[0][:32]))
 
 
 def _gemm_seconds(device, n, dtype, iters):
@@ -479,61 +433,12 @@ def check_throughput(rep, device, times, batch, gemm_n, quick):
     iters = (5 if quick else 20) if cuda else (3 if quick else 10)
     tflops = 2.0 * gemm_n ** 3 * iters / _gemm_seconds(device, gemm_n, dtype, iters) / 1e12
     vals = {"samples_per_s": batch / step_s, "step_time_ms": step_s * 1000, "gemm_size": gemm_n,
-            "gemm_dtype": _dtype_name(dtype), "gemm_tflops": tflops, "gemm_gflops": tflops * 1000}
+            "gemm_dtype": dtype_name(dtype), "gemm_tflops": tflops, "gemm_gflops": tflops * 1000}
     rep["metrics"].update(vals)
     speed = f"{tflops:.1f} TFLOP/s" if cuda else f"{tflops * 1000:.1f} GFLOP/s"
-    _check(rep, "throughput", all(math.isfinite(v) and v > 0 for v in (step_s, tflops)),
-           f"{batch / step_s:.0f} samples/s, {step_s * 1000:.2f} ms/step after {warm} warm-up; "
-           f"{_dtype_name(dtype)} GEMM {gemm_n}x{gemm_n}: {speed}", **vals)
-
-
-# ---------------------------------------------------------------------------------- telemetry
-class Telemetry:
-    """nvidia-smi every `interval` s in a thread; a sample is the max over the GPUs it lists."""
-    FIELDS = (("utilization.gpu", "utilization_gpu_pct"), ("memory.used", "memory_used_mib"),
-              ("power.draw", "power_draw_w"), ("temperature.gpu", "temperature_c"))
-
-    def __init__(self, interval=0.5):
-        self.interval, self.samples, self.error = interval, [], None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
-
-    def _sample(self):
-        rows = _smi(",".join(field for field, _ in self.FIELDS), 5)
-        sample = []
-        for i in range(len(self.FIELDS)):
-            vals = []
-            for row in rows:
-                with contextlib.suppress(ValueError, IndexError):  # "[N/A]" is left out
-                    vals.append(float(row[i]))
-            sample.append(max(vals) if vals else None)
-        self.samples.append(sample)
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                self._sample()
-            except Exception as exc:
-                self.error = f"nvidia-smi: {type(exc).__name__}: {exc}"
-                return
-            self._stop.wait(self.interval)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
-        if self.error is None:
-            with contextlib.suppress(Exception):
-                self._sample()
-        out = {"source": "nvidia-smi", "interval_s": self.interval, "samples": len(self.samples),
-               "error": self.error}
-        for i, (_, key) in enumerate(self.FIELDS):
-            vals = [s[i] for s in self.samples if s[i] is not None]
-            out[key] = {"max": max(vals), "mean": round(sum(vals) / len(vals), 2)} if vals else None
-        return out
+    h.check(rep, "throughput", all(math.isfinite(v) and v > 0 for v in (step_s, tflops)),
+            f"{batch / step_s:.0f} samples/s, {step_s * 1000:.2f} ms/step after {warm} warm-up; "
+            f"{dtype_name(dtype)} GEMM {gemm_n}x{gemm_n}: {speed}", **vals)
 
 
 # ---------------------------------------------------------------------------------- multi-GPU
@@ -564,7 +469,7 @@ def _mgpu_worker(rank, world, port, cfg, results):
         torch.manual_seed(0)
         model = torch.nn.parallel.DistributedDataParallel(make_model().to(dev), device_ids=[rank])
         data = make_data(cfg["batch"] * 4, 10 + rank, dev)
-        first, last, ratio, trained = loss_trend(
+        first, last, ratio, trained = h.loss_trend(
             train_loop(model, data, cfg["steps"], cfg["batch"], dev)[0])
         if rank == 0:
             results.put({"allreduce_mb": cfg["mb"], "allreduce_dtype": "float32",
@@ -601,7 +506,7 @@ def run_multi_gpu(rep, opts, deadline):
     world, left = torch.cuda.device_count(), deadline - time.monotonic()
     budget = left - min(10.0, left / 4)  # ends, children killed, before the overall --timeout
     if budget < 2:
-        return _check(rep, "multi_gpu", False, f"not started: {max(left, 0):.0f} s left")
+        return h.check(rep, "multi_gpu", False, f"not started: {max(left, 0):.0f} s left")
     cfg = {"budget": budget, "mb": 64 if opts.quick else 256, "iters": 3 if opts.quick else 10,
            "steps": min(max(opts.steps or 30, 10), 30), "batch": opts.batch}
     with socket.socket() as s:  # a free localhost port
@@ -611,8 +516,9 @@ def run_multi_gpu(rep, opts, deadline):
     results = ctx.Queue()
     procs = [ctx.Process(target=_mgpu_worker, args=(r, world, port, cfg, results), daemon=True)
              for r in range(world)]
-    _CHILDREN.extend(procs)
-    log(f"multi-GPU: {world} ranks, NCCL via 127.0.0.1:{port}, time limit {budget:.0f} s")
+    h.CHILDREN.extend(procs)
+    h.log(rep["payload"], f"multi-GPU: {world} ranks, NCCL via 127.0.0.1:{port}, "
+                          f"time limit {budget:.0f} s")
     t0 = time.monotonic()
     for p in procs:
         p.start()
@@ -634,160 +540,72 @@ def run_multi_gpu(rep, opts, deadline):
     if result is None:
         why = (f"multi_gpu timed out after {budget:.0f} s (ranks {hung} still running, terminated)"
                if hung else "no result from rank 0")
-        return _check(rep, "multi_gpu", False, why + (f": {errors}" if errors else ""))
+        return h.check(rep, "multi_gpu", False, why + (f": {errors}" if errors else ""))
     r = result
-    _check(rep, "multi_gpu_allreduce", r["allreduce_correct"],
-           f"{world} GPUs, {cfg['mb']} MB float32 all-reduce "
-           f"{'correct' if r['allreduce_correct'] else 'WRONG SUM'}; algbw "
-           f"{r['algbw_gbps']:.1f} GB/s, busbw {r['busbw_gbps']:.1f} GB/s",
-           algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
-    return _check(rep, "multi_gpu_ddp", r["ddp_ok"], f"DDP, {cfg['steps']} steps: "
-                  + _trend(r["ddp_loss_first"], r["ddp_loss_last"], r["ddp_loss_ratio"]),
-                  loss_ratio=r["ddp_loss_ratio"])
+    h.check(rep, "multi_gpu_allreduce", r["allreduce_correct"],
+            f"{world} GPUs, {cfg['mb']} MB float32 all-reduce "
+            f"{'correct' if r['allreduce_correct'] else 'WRONG SUM'}; algbw "
+            f"{r['algbw_gbps']:.1f} GB/s, busbw {r['busbw_gbps']:.1f} GB/s",
+            algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
+    return h.check(rep, "multi_gpu_ddp", r["ddp_ok"], f"DDP, {cfg['steps']} steps: "
+                   + h.trend(r["ddp_loss_first"], r["ddp_loss_last"], r["ddp_loss_ratio"]),
+                   loss_ratio=r["ddp_loss_ratio"])
 
 
-# ---------------------------------------------------------------------------------- driver
-def _run_into(rep, opts, deadline):
-    t0 = time.monotonic()
-    if torch is None:
-        rep["level"] = "cpu"
-        rep["errors"].append(f"import torch: {_TORCH_ERROR}")
-        return _check(rep, "torch_import", False, f"import torch failed: {_TORCH_ERROR}")
-    try:
-        available = torch.cuda.is_available()
-    except Exception as exc:
-        available = False
-        rep["errors"].append(f"torch.cuda.is_available() raised {exc}")
-    use_cuda = available and opts.require != "cpu"
-    rep["level"] = "cuda" if use_cuda else "cpu"
-    device = torch.device("cuda", 0) if use_cuda else torch.device("cpu")
-    steps = opts.steps or (12 if opts.quick else 30)
-    gemm_n = opts.gemm_size or ((4096 if opts.quick else 8192) if use_cuda else 512)
-    rep["versions"].update(read_versions())
-    log(f"torch {torch.__version__}, level {rep['level']} (--require {opts.require}), "
-        f"{steps} steps, batch {opts.batch}")
-    cpu_why = "CPU level (--require cpu)" if available else "no GPU: CPU level"
-
-    def gpu_check(name, fn, *args):  # a GPU-only check, "not applicable" on the CPU
-        return _guarded(rep, name, fn, *args) if use_cuda else _skip(rep, name, cpu_why)
-
-    if opts.require == "cuda":  # nvidia-smi tells why a requested GPU is missing
-        _guarded(rep, "nvidia_smi", check_nvidia_smi)
-    else:
-        gpu_check("nvidia_smi", check_nvidia_smi)
-    check_cuda_available(rep, available)
-    gpu_check("device", check_device, device)
-    gpu_check("cuda_arch", check_arch, device)
-    if not use_cuda:
-        rep["device"].update(name=platform.processor() or platform.machine(), count=0)
-    _guarded(rep, "versions", check_versions, opts.expect)
-
+# ---------------------------------------------------------------------------------- this payload
+def _train_checks(rep, opts, device):
+    steps, quick = h.train_steps(opts), opts.quick
+    gemm_n = opts.gemm_size or ((4096 if quick else 8192) if device.type == "cuda" else 512)
     torch.manual_seed(0)
-    data = make_data(max(4 * opts.batch, 512 if opts.quick else 2048), 0, device)
+    data = make_data(data_size(opts), 0, device)
     batch = min(opts.batch, len(data[1]))
-    telemetry = Telemetry().start() if use_cuda else None
-    try:
-        trained = _guarded(rep, "train", check_train, device, data, steps, batch)
-        model, times = trained or (None, None)
-        gpu_check("model_on_cuda", check_model_on_cuda,
-                  model if model is not None else make_model().to(device))
-        _guarded(rep, "amp", check_amp, device, data, steps, batch)
-        gpu_check("cudnn_conv", check_cudnn, device)
-        if model is None:
-            _check(rep, "checkpoint", False, "no trained model (training failed)")
-            _check(rep, "throughput", False, "no training step times (training failed)")
-        else:
-            _guarded(rep, "checkpoint", check_checkpoint, device, model, data)
-            _guarded(rep, "throughput", check_throughput, device, times, batch, gemm_n, opts.quick)
-    finally:
-        rep["telemetry"] = (telemetry.stop() if telemetry
-                            else {"source": None, "samples": 0, "error": cpu_why})
-    gpu_check("memory", check_memory, device)
-    if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
-        _guarded(rep, "multi_gpu", run_multi_gpu, opts, deadline)
-    elif opts.multi_gpu:
-        count = torch.cuda.device_count() if use_cuda else 0
-        _skip(rep, "multi_gpu", f"needs more than one GPU; {count} in use")
-    rep["metrics"]["duration_s"] = round(time.monotonic() - t0, 2)
-    return None
+    model, times = guarded(rep, "train", check_train, device, data, steps, batch) or (None, None)
+    on = model if model is not None else make_model().to(device)
+    gpu_check(rep, "model_on_cuda", check_model_on_cuda, next(on.parameters()).device)
+    guarded(rep, "amp", check_amp, device, data, steps, batch)
+    if model is None:
+        h.untrained(rep, "checkpoint")
+        h.check(rep, "throughput", False, "no training step times (training failed)")
+    else:
+        guarded(rep, "checkpoint", check_checkpoint, device, model, data)
+        guarded(rep, "throughput", check_throughput, device, times, batch, gemm_n, quick)
 
 
-def _finish(rep):
-    rep["passed"] = bool(rep["checks"]) and all(c["passed"] for c in rep["checks"])
-    return rep
+def _add_options(parser):
+    parser.add_argument("--gemm-size", type=h.number(int, 16), default=None,
+                        help="GEMM edge (default 8192 on GPU, 4096 with --quick, 512 on CPU)")
+
+
+def over_torch(name, package, importer, train_checks, description):
+    """The Payload of a framework built over torch (Lightning, Transformers, Accelerate), and
+    its run(options): the framework is imported (a failure is a check, not a crash), its
+    training checks `train_checks(framework, rep, ...)` run inside torch_run."""
+    def run_into(rep, opts, deadline):
+        fw = h.import_framework(rep, package, importer)
+        torch_run(rep, opts, deadline, functools.partial(train_checks, fw) if fw else None)
+
+    payload = h.Payload(name=name, description=description, run_into=run_into,
+                        versions=(package, *VERSION_KEYS))
+    return payload, lambda options: h.run(payload, options)
+
+
+PAYLOAD = h.Payload(
+    name="torch_smoke", description="Certify a PyTorch image by training in it.",
+    run_into=lambda rep, opts, deadline: torch_run(rep, opts, deadline, _train_checks),
+    versions=VERSION_KEYS, add_options=_add_options)
+
+
+def build_parser():
+    return h.build_parser(PAYLOAD)
 
 
 def run(options):
     """Run every check and return the report; `options` is build_parser()'s Namespace or a dict."""
-    opts = options
-    if not isinstance(options, argparse.Namespace):
-        opts = build_parser().parse_args([])
-        for key, val in dict(options or {}).items():
-            if key == "expect" and isinstance(val, str):
-                val = _expect_arg(val)
-            setattr(opts, key.replace("-", "_"), val)
-    rep = _new_report(opts.require)
-    _run_into(rep, opts, time.monotonic() + opts.timeout)
-    return _finish(rep)
-
-
-def _emit(rep, stream):
-    text = None
-    for _ in range(20):  # the watchdog may catch the report mid-update
-        with contextlib.suppress(RuntimeError):
-            text = json.dumps(_clean(rep))
-            break
-        time.sleep(0.05)
-    stream.write((text or json.dumps(_clean(dict(rep, checks=[])))) + "\n")
-    stream.flush()
+    return h.run(PAYLOAD, options)
 
 
 def main(argv=None):
-    real_stdout = sys.stdout
-    try:
-        opts = build_parser().parse_args(argv)
-    except BadArguments as exc:
-        build_parser().print_usage(sys.stderr)
-        log(f"bad arguments: {exc}")
-        rep = _new_report(None)
-        rep["errors"].append(f"bad arguments: {exc}")
-        _emit(rep, real_stdout)
-        return 2
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    rep, emitted = _new_report(opts.require), threading.Lock()
-
-    def on_timeout():  # a hung CUDA call cannot be interrupted: report what there is, and exit
-        if emitted.acquire(blocking=False):
-            rep["checks"].append({"name": "timeout", "passed": False, "detail":
-                                  f"--timeout {opts.timeout:g} s exceeded; the report is partial"})
-            rep["passed"] = False
-            for proc in _CHILDREN:
-                with contextlib.suppress(Exception):
-                    proc.kill()
-            _emit(rep, real_stdout)
-            os._exit(1)
-
-    start = _T_START if __name__ == "__main__" else time.monotonic()  # a script: its own start
-    deadline = start + opts.timeout
-    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), on_timeout)
-    watchdog.daemon = True
-    watchdog.start()
-    with contextlib.redirect_stdout(sys.stderr):  # stray prints must not corrupt the report
-        try:
-            _run_into(rep, opts, deadline)
-        except Exception as exc:
-            log(traceback.format_exc())
-            _check(rep, "payload", False, f"unexpected {type(exc).__name__}: {exc}")
-            rep["errors"].append(f"payload: {type(exc).__name__}: {exc}")
-    watchdog.cancel()
-    if not emitted.acquire(blocking=False):
-        time.sleep(60)  # the watchdog is writing the report and ends the process
-        return 1
-    _emit(_finish(rep), real_stdout)
-    passed = sum(c["passed"] for c in rep["checks"])
-    log(f"{'PASSED' if rep['passed'] else 'FAILED'}: {passed}/{len(rep['checks'])} checks")
-    return 0 if rep["passed"] else 1
+    return h.main(PAYLOAD, argv, script=__name__ == "__main__")
 
 
 if __name__ == "__main__":

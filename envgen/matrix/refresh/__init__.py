@@ -3,18 +3,19 @@ what that upstream publishes, as a change a reviewer reads in the diff.
 
     refresh(["pytorch"], folder)   ->  one result per reader (see `run_reader`)
 
-A reader module has FILE (the file it owns under the matrix folder), HEADER and
-derive(run) -> the document. Nothing is written when a sanity check fails (pypi.Refused)."""
+A reader has FILE (the file it owns under the matrix folder), HEADER and
+derive(run: pypi.Run) -> the document. Nothing is written when a sanity check fails
+(pypi.Refused)."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from . import pytorch
+from . import addons, pytorch
 from .change import compare_releases, read_old, validate_with_rest, write_atomic
-from .pypi import PYPI, Index, Refused
+from .pypi import PYPI, Index, Refused, Run
 
-READERS = {"pytorch": pytorch}
+READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS}}
 
 __all__ = ["READERS", "Refused", "refresh", "PYPI"]
 
@@ -25,7 +26,7 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
     written. Refused (nothing written) when a sanity check fails."""
     reader = READERS[name]
     started = time.monotonic()
-    run = reader.Run(index=index, jobs=jobs)
+    run = Run(index=index, jobs=jobs)
     doc = reader.derive(run)
     path = folder / reader.FILE
     old_text, old = read_old(path)

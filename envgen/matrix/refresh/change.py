@@ -111,7 +111,7 @@ def compare_releases(old: list[dict], new: list[dict]) -> Change:
         o, n, where = olds[k], news[k], f"{k[0]} {k[1]}"
         _fields(where, o, n, skip={"framework", "version", "variants"}, ch=ch)
         ov = {v.get("name"): v for v in o.get("variants") or [] if isinstance(v, dict)}
-        nv = {v["name"]: v for v in n["variants"]}
+        nv = {v["name"]: v for v in n.get("variants") or []}
         for name in sorted(ov.keys() - nv.keys(), key=str):
             ch.refusals.append(f"{where}: variant {name} would disappear")
         for name in sorted(nv.keys() - ov.keys()):

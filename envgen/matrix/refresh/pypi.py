@@ -18,6 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -300,3 +301,15 @@ def newest_matching(index: Index, project: str, specifier) -> str:
     if not ok:
         raise Refused(f"{project}{specifier}: no Linux x86_64 wheel on the index satisfies it")
     return str(max(ok))
+
+
+@dataclass
+class Run:
+    """One reader's run: the index it reads, its parallelism, the warnings it collects."""
+
+    index: Index
+    jobs: int = 16
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)

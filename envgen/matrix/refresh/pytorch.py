@@ -9,14 +9,13 @@ read from PyTorch's own tagged sources is written `confidence: inferred` with wh
 from __future__ import annotations
 
 import concurrent.futures as cf
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from .pypi import (Index, Refused, best_wheels, exact_pin, newest_matching, releases,
+from .pypi import (Refused, Run, best_wheels, exact_pin, newest_matching, releases,
                    requirements)
 
 VARIANTS_FILE = Path(__file__).with_name("pytorch_index_variants.yaml")
@@ -67,16 +66,6 @@ HEADER = """\
 # For index variants that bundle cuDNN/NCCL instead of pinning nvidia-* wheels,
 # cudnn/nccl give the bundled version and packages is {}.
 """
-
-
-@dataclass
-class Run:
-    index: Index
-    jobs: int = 16
-    warnings: list[str] = field(default_factory=list)
-
-    def warn(self, text: str) -> None:
-        self.warnings.append(text)
 
 
 # ---- facts from one wheel ----------------------------------------------------------------

@@ -17,10 +17,12 @@ from packaging.utils import parse_wheel_filename  # noqa: E402
 from envgen.matrix.refresh.pypi import Index  # noqa: E402
 
 KEEP = {"torch": {"2.4.1", "2.5.1", "2.6.0"}, "torchvision": {"0.19.1", "0.20.1", "0.21.0"},
-        "torchaudio": {"2.4.1", "2.5.1", "2.6.0"}}
+        "torchaudio": {"2.4.1", "2.5.1", "2.6.0"},
+        # a framework built over torch: two patches of one line, the newest of the next
+        "lightning": {"2.5.5", "2.5.6", "2.6.6"}}
 # every Linux x86_64 CPython wheel (the Python versions are derived from them), and one
 # macOS wheel per release (which the refresh must pass over)
-TAGS = ("x86_64.whl", "cp311-none-macosx")
+TAGS = ("x86_64.whl", "cp311-none-macosx", "py3-none-any.whl")
 FIELDS = ("filename", "size", "upload-time", "requires-python", "yanked", "hashes")
 
 
@@ -38,7 +40,7 @@ def main() -> int:
             ver = str(parse_wheel_filename(name)[1])
             if ver in versions and any(t in name for t in TAGS):
                 files.append({k: f[k] for k in FIELDS if k in f})
-                if name.endswith("x86_64.whl"):   # headers only: what is parsed
+                if name.endswith(("x86_64.whl", "-any.whl")):   # headers only: what is parsed
                     text = index.metadata(f)[0]
                     out["metadata"][name] = text.split("\n\n", 1)[0] + "\n\n"
         out["projects"][project] = files

@@ -1,0 +1,62 @@
+# Shared setup of the GPU scripts (sourced, from the repository root, after OUT, step and
+# T0 are set): envgen's missing dependencies from .whl/, Docker from .dk/, and a framework
+# base image made from this host's own install, with a matrix folder ($M) that names it.
+# The base provides torch and every framework over it that this Python has.
+step "python dependencies"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$REPO ENVGEN_HOME=/tmp/envgen-home ENVGEN_BUILD_NETWORK=none
+envgen() { python3 -m envgen "$@"; }
+nvidia-smi -L; nvidia-smi --query-gpu=driver_version,compute_cap --format=csv,noheader
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+NGPU=$(nvidia-smi -L | wc -l)
+TV=$(python3 -c 'import torch; print(torch.__version__)')
+PY=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+TBASE=${TV%%+*}; TLOCAL=${TV#*+}
+echo "driver $DRIVER, $NGPU GPU(s), torch $TV, python $PY ($(command -v python3))"
+
+step "docker engine"
+mkdir -p /tmp/dk && tar xJf .dk/docker-bin.tar.xz -C /tmp/dk
+export PATH=/tmp/dk/usr/bin:/tmp/dk/usr/sbin:$PATH ENVGEN_DOCKER=/tmp/dk/usr/bin/docker
+(LD_LIBRARY_PATH=/tmp/dk/lib setsid dockerd --data-root /tmp/dockerdata --iptables=false \
+    --bridge=none >/tmp/dockerd.log 2>&1 &)
+for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+docker version --format 'docker {{.Server.Version}}' || { tail -20 /tmp/dockerd.log; exit 1; }
+
+step "framework base from this host's own install (torch $TV)"
+BASE_TAG="envgen/host-framework:torch-$TBASE-$TLOCAL"
+mkdir -p /tmp/fw-extra/tmp && chmod 1777 /tmp/fw-extra/tmp
+VENV_BIN=$(dirname "$(command -v python3)")
+tar -C / --exclude=usr/local/nvidia --exclude=usr/share/doc --exclude=usr/share/man \
+    -cf - usr lib lib64 bin sbin etc opt/torch -C /tmp/fw-extra tmp 2>/dev/null \
+  | docker import -c "ENV PATH=$VENV_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+      - "$BASE_TAG" || exit 1
+docker image ls "$BASE_TAG"
+
+step "matrix with the framework base"
+PROVIDES=$(python3 - <<'PY'
+import importlib.metadata as md
+out = []
+from pathlib import Path
+for name in ("torch", "lightning", "transformers", "accelerate"):
+    try:
+        version = md.version(name)
+    except md.PackageNotFoundError:
+        continue
+    rows = Path(f"matrices/{name}.yaml")   # a version the matrix lacks would not validate
+    if name == "torch" or rows.is_file() and f'version: "{version}"' in rows.read_text():
+        out.append(f'{name}: "{version}"')
+print(", ".join(out))
+PY
+)
+echo "the base provides: $PROVIDES"
+M=/tmp/matrix && mkdir -p $M && cp matrices/*.yaml $M/
+cat > $M/bases-host.yaml <<YAML
+bases:
+  - name: host-framework
+    kind: framework
+    image: $BASE_TAG
+    python: "$PY"
+    os: ubuntu24.04
+    provides: {$PROVIDES}
+    source: https://github.com/envgen/envgen/blob/main/bench/gpu/run.sh
+YAML

@@ -1,0 +1,188 @@
+"""Resolving a framework installed over another's stack (`builds_on` in the matrix):
+Lightning, Transformers and Accelerate over PyTorch. The base stack is resolved as usual
+(driver, GPU, Python, sources: every rule of resolve.py), inside the range of the base
+package that every chosen release states; the add-ons' pins go on top. Nothing here names
+a framework: the matrix says what builds on what."""
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+
+from .errors import InputError, Unsatisfiable
+from .matrix import Matrix
+from .model import FrameworkRelease, Stack
+from .spec import Spec
+
+
+def lead_spec(m: Matrix, spec: Spec) -> Spec:
+    """`torch==2.4,lightning` names the base first: the add-on leads, the base's clause
+    joins the others."""
+    fw = m.framework(spec.framework)
+    if fw.builds_on or not spec.also:
+        return spec
+    lead = next((i for i, (n, _) in enumerate(spec.also)
+                 if m.framework(n).builds_on == fw.name), None)
+    if lead is None:
+        names = ", ".join(n for n, _ in spec.also)
+        raise InputError(f"spec {spec.text!r}: {names} cannot be installed over "
+                         f"{fw.name} (the matrix says none of them builds on it)")
+    name, specifier = spec.also[lead]
+    rest = tuple(a for i, a in enumerate(spec.also) if i != lead)
+    text = f"{name}{specifier}"   # what describe() shows first: the framework that leads
+    return Spec(text=text, framework=name, specifier=specifier, variant=spec.variant,
+                python=spec.python, base=spec.base,
+                also=((fw.name, spec.specifier), *rest))
+
+
+def no_release(m: Matrix, fw, spec: Spec) -> Unsatisfiable:
+    """No release of `fw` matches the spec's versions: say which the matrix has."""
+    known = m.releases_of(fw.name)
+    span = f"{known[-1].version} to {known[0].version}" if known else "none"
+    return Unsatisfiable(f"no {fw.package} release matches {spec.describe()} (the matrix "
+                         f"has {span})",
+                         hints=[f"{fw.package}=={known[0].version}"] if known else [])
+
+
+def _newest(m: Matrix, name: str, specifier: SpecifierSet) -> list[FrameworkRelease]:
+    return [r for r in m.releases_of(name) if specifier.contains(r.version, prereleases=True)]
+
+
+def _pick_others(m, others, chosen, base_pkg) -> str | None:
+    """Add the newest release of each other add-on that agrees with what is chosen so far
+    (each one's ranges for the others, a common Python); a reason when none does."""
+    for f, specifier in others:
+        fits = None
+        for rel in _newest(m, f.name, specifier):
+            needs_ok = all(SpecifierSet(dict(c.requires).get(f.package, "")).contains(
+                rel.version, prereleases=True) for c in chosen)
+            wants_ok = all(SpecifierSet(dict(rel.requires).get(m.framework(c.framework)
+                                                               .package, ""))
+                           .contains(c.version, prereleases=True) for c in chosen)
+            common = set(rel.pythons).intersection(*(c.pythons for c in chosen))
+            if needs_ok and wants_ok and common:
+                fits = rel
+                break
+        if fits is None:
+            return (f"no {f.package} release matching {specifier or 'any version'} agrees "
+                    f"with {', '.join(f'{c.framework} {c.version}' for c in chosen)}")
+        chosen.append(fits)
+    return None
+
+
+def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
+    """The stack of a builds_on framework. `resolve_base(spec, host)` is resolve.resolve."""
+    fw = m.framework(spec.framework)
+    base = m.framework(fw.builds_on)
+    base_clause = SpecifierSet()
+    others = []
+    for name, specifier in spec.also:
+        f = m.framework(name)
+        if f.name == base.name:
+            base_clause &= specifier
+        elif f.builds_on != base.name:
+            raise InputError(f"spec {spec.text!r}: {fw.name} is installed over {base.name}, "
+                             f"{f.name} is not; they cannot share one image")
+        else:
+            others.append((f, specifier))
+    heads = _newest(m, fw.name, spec.specifier)
+    if not heads:
+        raise no_release(m, fw, spec)
+    provided = dict(m.base(spec.base).provides) if spec.base and m.base(spec.base) else {}
+    rejected: list[str] = []
+    elsewhere = None   # the first stack found whose wheels come from an index, not PyPI
+    for head in heads:
+        chosen = [head]
+        why = _pick_others(m, others, chosen, base.package)
+        if why:
+            rejected.append(why)
+            continue
+        clash = next((c for c in chosen if provided.get(m.framework(c.framework).package,
+                                                        c.version).split("+")[0]
+                      != c.version), None)
+        if clash:
+            pkg = m.framework(clash.framework).package
+            rejected.append(f"base {spec.base} provides {pkg} {provided[pkg]}, not "
+                            f"{clash.version}")
+            continue
+        needs = base_clause
+        for c in chosen:
+            needs &= SpecifierSet(dict(c.requires).get(base.package, ""))
+        pythons = set(head.pythons).intersection(*(c.pythons for c in chosen))
+        python = spec.python or host.python
+        if python and python not in pythons:
+            rejected.append(f"{fw.package} {head.version} has no Python {python} "
+                            f"(it admits {', '.join(sorted(pythons))})")
+            continue
+        base_spec = Spec(text=f"{base.package}{needs}", framework=base.name, specifier=needs,
+                         variant=spec.variant, python=spec.python, base=spec.base)
+        try:
+            st = resolve_base(base_spec, host)
+        except Unsatisfiable as e:
+            rejected.append(f"{fw.package} {head.version} needs {base.package}{needs}: "
+                            f"{e.message}")
+            continue
+        if st.python not in pythons:
+            rejected.append(f"{fw.package} {head.version} needs Python "
+                            f"{', '.join(sorted(pythons))}; the base stack has {st.python}")
+            continue
+        stack = _over(m, spec, fw, base, st, chosen, needs)
+        # sources=auto prefers PyPI, as for the base itself: an older release whose base
+        # stack PyPI serves beats a newer one that needs a per-variant index
+        if stack.index_url is None or host.sources != "auto":
+            return stack
+        elsewhere = elsewhere or stack
+    if elsewhere:
+        return elsewhere
+    raise Unsatisfiable(f"{spec.describe()} cannot be met: {rejected[0]}",
+                        hints=_hints(m, spec, host, resolve_base))
+
+
+def _hints(m, spec: Spec, host, resolve_base) -> list[str]:
+    """Specs that do resolve, by dropping one constraint at a time."""
+    from dataclasses import replace
+    fw = m.framework(spec.framework)
+    tries = [replace(spec, also=tuple(a for a in spec.also if a[0] != fw.builds_on)),
+             replace(spec, variant=None), replace(spec, python=None),
+             replace(spec, specifier=SpecifierSet())]
+    out = []
+    for s in tries:
+        if s == spec:
+            continue
+        try:
+            st = resolve_over(m, s, replace(host, python=None) if not s.python else host,
+                              resolve_base)
+        except (Unsatisfiable, InputError):
+            continue
+        text = (f"{fw.package}=={st.version},{st.builds_on_package}=="
+                f"{dict(st.packages)[st.builds_on_package].split('+')[0]},variant={st.variant}")
+        if text not in out:
+            out.append(text)
+    return out[:3]
+
+
+def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
+    pins = dict(st.packages)
+    added = []
+    for c in chosen:
+        pkg = m.framework(c.framework).package
+        pins[pkg] = c.version
+        added.append(pkg)
+    # what the chosen releases need besides the base and each other, as they state it
+    # (Transformers' Trainer needs Accelerate): the closure resolves it exactly
+    for c in chosen:
+        for name, req in c.requires:
+            if name != base.package and name not in added:
+                pins.setdefault(name, req)   # a framework base may provide it already
+                added.append(name)
+    reasons = [f"{fw.package} {chosen[0].version} is the newest release matching "
+               f"{spec.describe()} that satisfies every constraint"]
+    reasons += [f"{m.framework(c.framework).package} {c.version} goes with it (the newest "
+                f"that agrees with every other pin)" for c in chosen[1:]]
+    reasons.append(f"{base.package} {st.version} is the newest {base.name} release inside "
+                   f"{base.package}{needs or ' (any version)'}, the range the chosen releases "
+                   f"state, that fits the host")
+    reasons += [r for r in st.reasons[1:]]
+    return st.replace(
+        stack=f"{fw.name}-{st.variant}", framework=fw.name, framework_package=fw.package,
+        version=chosen[0].version, packages=tuple(pins.items()), smoke=fw.smoke,
+        reasons=tuple(reasons), builds_on=base.name, builds_on_package=base.package,
+        addons=tuple(added))

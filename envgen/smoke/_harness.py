@@ -1,0 +1,408 @@
+"""What every envgen smoke payload shares: options, the report, checks, exit codes, nvidia-smi.
+
+Standard library only. Images carry it beside the payloads (/opt/envgen/_harness.py, imported
+as `_harness` by a payload run as a script); in the package it is envgen.smoke._harness.
+A payload describes itself with `Payload` and hands over to `main` / `run`. Exactly one JSON
+report goes to stdout (logs to stderr); exit 0 when every check passed, 1 when any failed,
+2 on bad arguments.
+"""
+# ruff: noqa: BLE001  (catching everything is the point: a failing check is reported, never a crash)
+import argparse
+import contextlib
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+T_START = time.monotonic()  # a script imports the harness first: its --timeout counts from here
+LOSS_RATIO_MAX = 0.7  # mean of the last few losses < 0.7 x mean of the first few
+EXPECT_KEYS = ("framework", "cuda", "cudnn", "nccl")
+OOM_ADVICE = ("out of memory: lower --batch, use mixed precision, or free the GPU "
+              "(nvidia-smi lists other processes)")
+CHILDREN = []  # processes a payload started, killed if the overall --timeout fires
+
+
+@dataclasses.dataclass(frozen=True)
+class Payload:
+    """One payload as the harness sees it. `name` is "<framework>_smoke" (envgen's stack.smoke
+    names the file): the report's "payload", the log prefix, and through the part before
+    "_smoke" the versions entry that --expect's "framework" is compared with."""
+    name: str
+    description: str
+    run_into: object  # run_into(rep, opts, deadline): appends the payload's checks to rep
+    versions: tuple  # the report's "versions" keys after "python", null until read
+    add_options: object = None  # add_options(parser): the payload's own options
+    version: int = 1  # the report's payload_version: bumped when its format changes
+
+
+def log(name, msg):
+    print(f"[{name} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------- arguments
+class BadArguments(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise BadArguments(message)
+
+
+def expect_arg(text):
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    unknown = set(value) - set(EXPECT_KEYS) - {"packages"}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown key(s) {sorted(unknown)}")
+    versions = [v for k, v in value.items() if k != "packages"]
+    packages = value.get("packages") or {}
+    if not isinstance(packages, dict):
+        raise argparse.ArgumentTypeError('"packages" maps distribution names to versions')
+    versions += list(packages.values())
+    if any(v is not None and not isinstance(v, str) for v in versions):
+        raise argparse.ArgumentTypeError('versions are strings or null (quote them: "12.1")')
+    return value
+
+
+def number(cast, low):
+    def parse(text):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}")
+        return value
+    return parse
+
+
+def build_parser(payload):
+    p = _Parser(prog=f"{payload.name}.py", description=payload.description)
+    p.add_argument("--expect", type=expect_arg, default={},
+                   help='JSON object with "framework", "cuda", "cudnn", "nccl" (each optional) '
+                        'and "packages": {"distribution": "version", ...}')
+    p.add_argument("--require", choices=("cuda", "cpu", "auto"), default="auto",
+                   help="cuda: a GPU was requested, training on the CPU fails; auto: cuda if any")
+    p.add_argument("--steps", type=number(int, 6), default=None,
+                   help="training steps (default 30, 12 with --quick)")
+    p.add_argument("--batch", type=number(int, 1), default=64)
+    p.add_argument("--multi-gpu", action="store_true",
+                   help="NCCL all-reduce and DDP when more than one GPU is visible")
+    p.add_argument("--timeout", type=number(float, 1.0), default=600.0,
+                   help="overall budget in seconds")
+    p.add_argument("--quick", action="store_true", help="fewer steps, less data")
+    if payload.add_options:
+        payload.add_options(p)
+    return p
+
+
+def train_steps(opts):
+    return opts.steps or (12 if opts.quick else 30)
+
+
+# ---------------------------------------------------------------------------------- report, checks
+def new_report(payload, require):
+    return {"payload": payload.name, "payload_version": payload.version, "level": None,
+            "require": require, "passed": False, "checks": [],
+            "versions": dict({"python": platform.python_version()},
+                             **dict.fromkeys(payload.versions)),
+            "device": {"name": None, "compute_capability": None, "count": 0,
+                       "memory_total_mib": None},
+            "metrics": {}, "telemetry": {}, "multi_gpu": None, "errors": []}
+
+
+def check(rep, name, passed, detail, **extra):
+    rep["checks"].append(dict({"name": name, "passed": bool(passed), "detail": detail}, **extra))
+    log(rep["payload"], f"{'PASS' if passed else 'FAIL'} {name}: {detail}")
+
+
+def skip(rep, name, why):
+    """Not applicable: passes, except when a GPU was required and we are not on one."""
+    gpu_missing = rep["require"] == "cuda" and rep["level"] != "cuda"
+    if gpu_missing:
+        why += " (--require cuda: a GPU check that cannot run fails)"
+    check(rep, name, not gpu_missing, why, skipped=True)
+
+
+def guarded(rep, name, fn, *args, oom=None):
+    """Run check `fn(rep, *args)`; an exception becomes a failed check. `oom(exc)` says whether
+    it was out-of-memory (and frees what it can): the message then gives advice."""
+    try:
+        return fn(rep, *args)
+    except Exception as exc:
+        log(rep["payload"], traceback.format_exc())
+        message = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+        if oom is not None and oom(exc):
+            message = f"{OOM_ADVICE} [{message}]"
+        check(rep, name, False, message)
+        rep["errors"].append(f"{name}: {message}")
+        return None
+
+
+def loss_trend(losses):
+    """(first, last, ratio, ok): means of the first and last few losses; ok when ratio < 0.7."""
+    k = max(1, min(5, len(losses) // 4))
+    first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
+    ratio = last / first if first > 0 else float("inf")
+    return first, last, ratio, all(math.isfinite(v) for v in losses) and ratio < LOSS_RATIO_MAX
+
+
+def trend(first, last, ratio):
+    return f"loss {first:.3f} -> {last:.3f} (ratio {ratio:.2f}, must be < {LOSS_RATIO_MAX})"
+
+
+def check_loss(rep, name, losses, how, prefix="", ok=True):
+    """A training check: the losses fell (and `ok`, what else `how` says the check needs);
+    metrics `{prefix}loss_first`, `_last` and `_ratio` record them."""
+    first, last, ratio, fell = loss_trend(losses)
+    rep["metrics"].update({f"{prefix}loss_first": first, f"{prefix}loss_last": last,
+                           f"{prefix}loss_ratio": ratio})
+    check(rep, name, fell and ok, f"{how}, {len(losses)} steps: {trend(first, last, ratio)}",
+          loss_first=first, loss_last=last, loss_ratio=ratio)
+    return fell and ok
+
+
+def untrained(rep, *names):
+    """The checks of a trained model, failed (not skipped) because training failed."""
+    for name in names:
+        check(rep, name, False, "no trained model (training failed)")
+
+
+def import_framework(rep, name, importer):
+    """`importer()`'s module, its __version__ in versions[name]; None where it raised (a failed
+    `<name>_import` check, while the other checks still say what the image holds)."""
+    try:
+        module = importer()
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        rep["errors"].append(f"import {name}: {error}")
+        check(rep, f"{name}_import", False, f"import {name} failed: {error}")
+        return None
+    rep["versions"][name] = module.__version__
+    return module
+
+
+def folder_bytes(path):
+    """The size of a checkpoint saved as a folder."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def clean(value):  # NaN and inf are not JSON
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    return [clean(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def finish(rep):
+    rep["passed"] = bool(rep["checks"]) and all(c["passed"] for c in rep["checks"])
+    return rep
+
+
+# ---------------------------------------------------------------------------------- versions
+def version_matches(actual, wanted, parts):
+    """parts None: equal without +local; else the first `parts` dot-components `wanted` has."""
+    if actual is None:
+        return False
+    a, w = str(actual).split("+")[0].split("."), str(wanted).split("+")[0].split(".")
+    return a == w if parts is None else a[:min(parts, len(w))] == w[:parts]
+
+
+def check_versions(rep, expect):
+    """--expect's versions against those the payload read at run time (not the pinned ones)."""
+    v = rep["versions"]
+    framework = rep["payload"].rsplit("_smoke", 1)[0]
+    rules = {"framework": (v.get(framework), None), "cuda": (v.get("cuda"), 2),
+             "cudnn": (v.get("cudnn"), 3), "nccl": (v.get("nccl"), 3)}
+    notes, bad = [], 0
+    for key in EXPECT_KEYS:
+        if (expect or {}).get(key) is not None:
+            actual, parts = rules[key]
+            ok = version_matches(actual, expect[key], parts)
+            bad += not ok
+            verdict = "matches" if ok else "MISMATCH, expected"
+            notes.append(f"{key} {actual} {verdict} {expect[key]}")
+    check(rep, "versions", bad == 0, "; ".join(notes) or "no --expect given", mismatches=bad)
+
+
+def installed_version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_packages(rep, wanted):
+    """Each distribution's installed version equals the expected one, +local aside."""
+    bad = [f"{dist} {installed_version(dist) or 'not installed'}, expected {version}"
+           for dist, version in sorted(wanted.items())
+           if not version_matches(installed_version(dist), version, None)]
+    check(rep, "packages", not bad,
+          "; ".join(bad) or f"{len(wanted)} distribution(s) at the expected versions",
+          mismatches=len(bad))
+
+
+def check_expect(rep, expect):
+    """The versions check; the packages check too where --expect lists packages."""
+    guarded(rep, "versions", check_versions, expect)
+    if expect.get("packages") is not None:
+        guarded(rep, "packages", check_packages, expect["packages"])
+
+
+# ---------------------------------------------------------------------------------- nvidia-smi
+def smi(query, timeout):
+    """Rows of `nvidia-smi --query-gpu=QUERY --format=csv,noheader,...` as lists of strings."""
+    out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[:300]}")
+    return [[c.strip() for c in line.split(",")] for line in out.stdout.strip().splitlines()]
+
+
+def check_nvidia_smi(rep):
+    try:
+        rows = smi("name,driver_version", 30)
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
+        return check(rep, "nvidia_smi", False, f"nvidia-smi failed: {exc}")
+    rep["versions"]["driver"] = rows[0][-1]
+    return check(rep, "nvidia_smi", True,
+                 f"{len(rows)} GPU(s), {rows[0][0]}, driver {rows[0][-1]}", gpus=len(rows))
+
+
+class Telemetry:
+    """nvidia-smi every `interval` s in a thread; a sample is the max over the GPUs it lists."""
+    FIELDS = (("utilization.gpu", "utilization_gpu_pct"), ("memory.used", "memory_used_mib"),
+              ("power.draw", "power_draw_w"), ("temperature.gpu", "temperature_c"))
+
+    def __init__(self, interval=0.5):
+        self.interval, self.samples, self.error = interval, [], None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+
+    def _sample(self):
+        rows = smi(",".join(field for field, _ in self.FIELDS), 5)
+        sample = []
+        for i in range(len(self.FIELDS)):
+            vals = []
+            for row in rows:
+                with contextlib.suppress(ValueError, IndexError):  # "[N/A]" is left out
+                    vals.append(float(row[i]))
+            sample.append(max(vals) if vals else None)
+        self.samples.append(sample)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self._sample()
+            except Exception as exc:
+                self.error = f"nvidia-smi: {type(exc).__name__}: {exc}"
+                return
+            self._stop.wait(self.interval)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        if self.error is None:
+            with contextlib.suppress(Exception):
+                self._sample()
+        out = {"source": "nvidia-smi", "interval_s": self.interval, "samples": len(self.samples),
+               "error": self.error}
+        for i, (_, key) in enumerate(self.FIELDS):
+            vals = [s[i] for s in self.samples if s[i] is not None]
+            out[key] = {"max": max(vals), "mean": round(sum(vals) / len(vals), 2)} if vals else None
+        return out
+
+
+# ---------------------------------------------------------------------------------- driver
+def run(payload, options):
+    """Every check's report; `options` is build_parser()'s Namespace or a dict of options."""
+    opts = options
+    if not isinstance(options, argparse.Namespace):
+        opts = build_parser(payload).parse_args([])
+        for key, val in dict(options or {}).items():
+            if key == "expect" and isinstance(val, str):
+                val = expect_arg(val)
+            setattr(opts, key.replace("-", "_"), val)
+    rep = new_report(payload, opts.require)
+    payload.run_into(rep, opts, time.monotonic() + opts.timeout)
+    return finish(rep)
+
+
+def emit(rep, stream):
+    text = None
+    for _ in range(20):  # the watchdog may catch the report mid-update
+        with contextlib.suppress(RuntimeError):
+            text = json.dumps(clean(rep))
+            break
+        time.sleep(0.05)
+    stream.write((text or json.dumps(clean(dict(rep, checks=[])))) + "\n")
+    stream.flush()
+
+
+def _watchdog(rep, opts, deadline, emitted, stdout):
+    def on_timeout():  # a hung CUDA call cannot be interrupted: report what there is, and exit
+        if emitted.acquire(blocking=False):
+            rep["checks"].append({"name": "timeout", "passed": False, "detail":
+                                  f"--timeout {opts.timeout:g} s exceeded; the report is partial"})
+            rep["passed"] = False
+            for proc in CHILDREN:
+                with contextlib.suppress(Exception):
+                    proc.kill()
+            emit(rep, stdout)
+            os._exit(1)
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), on_timeout)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def main(payload, argv=None, script=False):
+    """The command line; `script`: run as a file, so --timeout counts from the harness import."""
+    real_stdout = sys.stdout
+    try:
+        opts = build_parser(payload).parse_args(argv)
+    except BadArguments as exc:
+        build_parser(payload).print_usage(sys.stderr)
+        log(payload.name, f"bad arguments: {exc}")
+        rep = new_report(payload, None)
+        rep["errors"].append(f"bad arguments: {exc}")
+        emit(rep, real_stdout)
+        return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    rep, emitted = new_report(payload, opts.require), threading.Lock()
+    deadline = (T_START if script else time.monotonic()) + opts.timeout
+    watchdog = _watchdog(rep, opts, deadline, emitted, real_stdout)
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints must not corrupt the report
+        try:
+            payload.run_into(rep, opts, deadline)
+        except Exception as exc:
+            log(payload.name, traceback.format_exc())
+            check(rep, "payload", False, f"unexpected {type(exc).__name__}: {exc}")
+            rep["errors"].append(f"payload: {type(exc).__name__}: {exc}")
+    watchdog.cancel()
+    if not emitted.acquire(blocking=False):
+        time.sleep(60)  # the watchdog is writing the report and ends the process
+        return 1
+    emit(finish(rep), real_stdout)
+    passed = sum(c["passed"] for c in rep["checks"])
+    log(payload.name, f"{'PASSED' if rep['passed'] else 'FAILED'}: "
+                      f"{passed}/{len(rep['checks'])} checks")
+    return 0 if rep["passed"] else 1
