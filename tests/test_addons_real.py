@@ -30,10 +30,12 @@ def layers(ref: str) -> list[str]:
 
 def test_it_shares_every_pytorch_layer_and_adds_one(built, addon):
     base, over = layers(built["image_id"]), layers(addon["image_id"])
-    # PyTorch: base, user, 4 install layers, payload. Accelerate: the same six, its own
-    # install layer, its payload.
-    assert over[:len(base) - 1] == base[:-1]
-    assert len(over) == len(base) + 1 and over[-1] != base[-1]
+    # PyTorch: the Debian base, the user step, 4 install layers, the payload, WORKDIR's
+    # empty layer. Accelerate: the same first six, its own install layer, its payload, the
+    # empty one.
+    shared = len(base) - 2
+    assert over[:shared] == base[:shared]
+    assert len(over) == len(base) + 1 and over[shared] not in base
 
 
 def test_it_certifies_at_level_cpu_with_accelerate_training(addon):

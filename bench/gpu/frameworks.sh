@@ -3,7 +3,7 @@
 # Accelerate) on the lent GPU machine, the way bench/gpu/run.sh certifies PyTorch: on a
 # framework base made from the host's own install, built offline, certified on GPU 0, and
 # the same payload run natively. Run from the repository root:
-#   bash bench/gpu/frameworks.sh OUT_DIR
+#   bash bench/gpu/frameworks.sh OUT_DIR     (FRAMEWORKS="lightning" for fewer)
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/envgen-gpu}}
 mkdir -p "$OUT"
@@ -13,7 +13,7 @@ step() { echo "== [$(( $(date +%s) - T0 ))s] $*"; }
 REPO=$(pwd)
 source bench/gpu/common.sh || exit 1
 
-for FW in lightning transformers accelerate; do
+for FW in ${FRAMEWORKS:-lightning transformers accelerate}; do
   V=$(python3 -c "import importlib.metadata as m; print(m.version('$FW'))" 2>/dev/null) || {
     echo "$FW is not installed on this host: not certified" | tee "$OUT/cert-$FW.json"; continue; }
   SPEC="$FW==$V,torch==$TBASE,variant=$TLOCAL,base=host-framework"

@@ -28,8 +28,10 @@ def _import_lightning():
     both, as a module of one namespace is no LightningModule to the other's Trainer."""
     if importlib.util.find_spec("lightning") is not None:
         import lightning.pytorch as pl
+        import lightning.pytorch.plugins.environments  # noqa: F401 (pl.plugins.environments)
     else:
         import pytorch_lightning as pl
+        import pytorch_lightning.plugins.environments  # noqa: F401
     return pl
 
 
@@ -66,10 +68,14 @@ def _fit(pl, cls, opts, device, loader, precision):
     module = cls()
     seen = ts.output_dtypes(module.net[-1])
     # "gpu", not "auto": where a GPU is used, Lightning must fail rather than fall back.
+    # One process on one device: naming the cluster environment skips Lightning's
+    # detection of SLURM, MPI and the rest. MPI's probe imports mpi4py, and MPI_Init
+    # aborts the whole process in a container with no network.
     trainer = pl.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
                          precision=precision, max_steps=h.train_steps(opts), logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+                         enable_model_summary=False,
+                         plugins=[pl.plugins.environments.LightningEnvironment()])
     trainer.fit(module, loader)
     return module, trainer, seen
 
