@@ -22,6 +22,7 @@ test-docker: bootstrap
 bench: bootstrap
 	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md
 	$(PY) bench/reproducible.py --out bench/reproducible.json --markdown docs/benchmarks.md
+	$(PY) bench/layer_sharing.py --out bench/layer-sharing.json
 
 bench-all: bootstrap
 	$(PY) bench/build_all.py

@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--matrix FOLDER (default: the checkout's matrices/); nothing is "
                         "written when a sanity check fails (exit 1).")
     rf.add_argument("readers", nargs="*", metavar="READER",
-                    help="pytorch, lightning, transformers, accelerate and/or closures "
+                    help="pytorch, lightning, transformers, accelerate, jax and/or closures "
                          "(default: all, in that order)")
     rf.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when a file would change")

@@ -244,6 +244,18 @@ def _uv_env() -> dict:
     return env
 
 
+# The newest manylinux tag uv's --python-platform names (uv 0.13: manylinux_2_40). A newer
+# glibc (trixie's 2.41) installs every wheel a 2.40 system does: no wheel asks for more yet.
+UV_NEWEST_GLIBC = (2, 40)
+
+
+def _uv_platform(platform: str) -> str:
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", platform)
+    if m and (int(m.group(1)), int(m.group(2))) > UV_NEWEST_GLIBC:
+        return "manylinux_%d_%d_x86_64" % UV_NEWEST_GLIBC
+    return platform
+
+
 def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tuple[dict, str]:
     """name → version for the whole closure, from uv's resolver; and uv's version."""
     uv = uv or uv_binary()
@@ -252,7 +264,7 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         req, con = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
         req.write_text("\n".join(inputs["requirements"]) + "\n")
         con.write_text("\n".join(inputs["constraints"]) + "\n")
-        platform = "x86_64-" + inputs["platform"].removesuffix("_x86_64")
+        platform = "x86_64-" + _uv_platform(inputs["platform"]).removesuffix("_x86_64")
         argv = [uv, "pip", "compile", str(req), "--constraint", str(con),
                 "--python-version", inputs["python"], "--python-platform", platform,
                 "--only-binary", ":all:", "--no-header", "--no-annotate", "--no-config",

@@ -63,7 +63,7 @@ class _Candidate:
 
 def _sources_for(m: Matrix, r: FrameworkRelease, v: Variant, policy: str):
     """(WheelSource, index_url, tier, reason) options for this variant under the policy."""
-    on_pypi = r.pypi_variant == v.name and "pypi" in v.sources
+    on_pypi = "pypi" in v.sources   # torch: its one PyPI variant; JAX: every variant
     index = next((m.wheel_source(s) for s in v.sources
                   if m.wheel_source(s) and m.wheel_source(s).kind == "index"), None)
     if policy.startswith("http"):

@@ -10,9 +10,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .errors import InputError, shown
 from .matrix import Matrix
 
-OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cpu)$",
+OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cuda[0-9]{2}|cpu)$",
            "base": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
-_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.]*?)(?:-(cu[0-9]{3}|cpu))?$")
+_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.]*?)(?:-(cu[0-9]{3}|cuda[0-9]{2}|cpu))?$")
 _REQ = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)\s*((?:==|>=|<=|~=|!=|<|>).*)?$")
 
 

@@ -68,7 +68,7 @@ def test_impossible_spec_exits_2_with_nearest_specs(capsys):
 def test_matrix_list_json_is_a_row_per_stack(capsys):
     rc, rows = run_json(capsys, "matrix", "list")
     assert rc == 0 and isinstance(rows, list) and len(rows) >= 7
-    frameworks = ("pytorch", "lightning", "transformers", "accelerate")
+    frameworks = ("pytorch", "lightning", "transformers", "accelerate", "jax")
     for r in rows:
         assert r["stack"].split("-")[0] in frameworks
         assert "error" in r or {"version", "python", "cuda", "source"} <= set(r)

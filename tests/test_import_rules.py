@@ -124,7 +124,11 @@ def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
     for path in files("smoke/*_smoke.py"):
         smoke = path.name.removesuffix("_smoke.py")
         fw = next(f for f in m.frameworks if f.smoke == smoke)
-        allowed = {fw.package, "torch" if fw.builds_on or fw.package == "torch" else ""}
+        # the framework, its companions and what its variants pin (jaxlib), torch under the
+        # frameworks built over it, numpy (jax's arrays)
+        pinned = {n for r in m.releases_of(fw.name) for v in r.variants for n, _ in v.packages}
+        allowed = {fw.package, *fw.companions, *pinned, "numpy",
+                   "torch" if fw.builds_on or fw.package == "torch" else ""}
         if fw.package == "lightning":   # its older distribution name, imported only without it
             allowed.add("pytorch_lightning")
         bad = {x for x in imports(path) if top(x) not in STDLIB | siblings | allowed}

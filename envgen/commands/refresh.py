@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import EnvgenError, InputError
 from ._common import out_json, progress_for
 
-ORDER = ("pytorch", "lightning", "transformers", "accelerate", "closures")
+ORDER = ("pytorch", "lightning", "transformers", "accelerate", "jax", "closures")
 
 
 def target_folder(args) -> Path:
@@ -25,6 +25,8 @@ def target_folder(args) -> Path:
                          file=str(folder))
     if not os.access(folder, os.W_OK):
         raise InputError("the matrix folder is not writable", file=str(folder))
+    from ..matrix import load_matrix
+    load_matrix(folder)   # a folder that is no valid matrix is refused before any request
     return folder
 
 
@@ -55,11 +57,13 @@ def run(args) -> int:
     from ..matrix import load_matrix
     from ..matrix.refresh import READERS, refresh
     from ..matrix.refresh.closures import refresh_closures
-    folder = target_folder(args)
     names = list(dict.fromkeys(args.readers)) or list(ORDER)
     unknown = [n for n in names if n not in ORDER]
     if unknown:
-        raise InputError(f"no reader named {unknown[0]!r}; readers: {', '.join(ORDER)}")
+        raise InputError(f"no reader named {unknown[0][:40]!r}; readers: {', '.join(ORDER)}")
+    folder = target_folder(args)
+    from ..matrix.refresh.pypi import check_url
+    check_url(args.index_url, "--index-url")   # before it is printed or followed
     progress = progress_for(args)
     results = []
     try:

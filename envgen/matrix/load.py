@@ -267,7 +267,8 @@ def _cross_check(m: Matrix, problems: list) -> None:
                 continue
             if v.cuda not in cudas:
                 _problem(problems, r, f"{where}: unknown CUDA release {v.cuda!r}")
-            elif "cu" + "".join(v.cuda.split(".")[:2]) != v.name:
+            elif v.name not in ("cu" + "".join(v.cuda.split(".")[:2]),   # cu121: CUDA 12.1
+                                "cuda" + v.cuda.split(".")[0]):           # cuda12: any 12.x
                 _problem(problems, r, f"{where}: variant name does not match CUDA {v.cuda}")
             else:
                 can = set(m.cuda_release(v.cuda).compute_capabilities)

@@ -48,11 +48,12 @@ def _list(item: dict) -> dict:
     return {"type": "array", "items": item}
 
 
+VARIANT_NAME = {"type": "string", "pattern": r"^(cu[0-9]{3}|cuda[0-9]{2}|cpu)$"}
 VARIANT = {
     "type": "object", "additionalProperties": False,
     "required": ["name", "cuda", "sources"],
     "properties": {
-        "name": {"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
+        "name": VARIANT_NAME,
         "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
         "cudnn": {"anyOf": [VERSION, {"type": "null"}]},
         "nccl": {"anyOf": [VERSION, {"type": "null"}]},
@@ -97,8 +98,7 @@ SECTIONS = {
                       "additionalProperties": SPECIFIER},
          "released": MONTH, "companions": PINS,
          "requires_python": {"anyOf": [SPECIFIER, {"type": "null"}]},
-         "pypi_variant": {"anyOf": [{"type": "string", "pattern": r"^(cu[0-9]{3}|cpu)$"},
-                                    {"type": "null"}]}})),
+         "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),
     "bases": _list(_entry(

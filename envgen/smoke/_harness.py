@@ -151,6 +151,18 @@ def guarded(rep, name, fn, *args, oom=None):
         return None
 
 
+
+def cpu_why(rep):
+    """Why the GPU-only checks do not apply: the CPU was asked for, or there is no GPU."""
+    return "CPU level (--require cpu)" if rep["require"] == "cpu" else "no GPU: CPU level"
+
+
+def gpu_check(rep, name, fn, *args, oom=None):
+    """A GPU-only check: it runs where training uses the GPU, and is "not applicable" elsewhere."""
+    if rep["level"] == "cuda":
+        return guarded(rep, name, fn, *args, oom=oom)
+    return skip(rep, name, cpu_why(rep))
+
 def loss_trend(losses):
     """(first, last, ratio, ok): means of the first and last few losses; ok when ratio < 0.7."""
     k = max(1, min(5, len(losses) // 4))

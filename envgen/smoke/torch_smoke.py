@@ -85,15 +85,8 @@ def cuda_oom(exc):
 guarded = functools.partial(h.guarded, oom=cuda_oom)
 
 
-def _cpu_why(rep):
-    return "CPU level (--require cpu)" if rep["require"] == "cpu" else "no GPU: CPU level"
-
-
-def gpu_check(rep, name, fn, *args):
-    """A GPU-only check: it runs where training uses the GPU, and is "not applicable" elsewhere."""
-    if rep["level"] == "cuda":
-        return guarded(rep, name, fn, *args)
-    return h.skip(rep, name, _cpu_why(rep))
+gpu_check = functools.partial(h.gpu_check, oom=cuda_oom)
+_cpu_why = h.cpu_why
 
 
 # ---------------------------------------------------------------------------------- model, data

@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import addons, pytorch
+from . import addons, jax, pytorch
 from .change import compare_releases, read_old, validate_with_rest, write_atomic
 from .pypi import PYPI, Index, Refused, Run
 
-READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS}}
+READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS},
+           "jax": jax}
 
 __all__ = ["READERS", "Refused", "refresh", "PYPI"]
 
@@ -26,7 +27,7 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
     written. Refused (nothing written) when a sanity check fails."""
     reader = READERS[name]
     started = time.monotonic()
-    run = Run(index=index, jobs=jobs)
+    run = Run(index=index, jobs=jobs, folder=folder)
     doc = reader.derive(run)
     path = folder / reader.FILE
     old_text, old = read_old(path)

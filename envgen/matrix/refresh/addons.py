@@ -12,7 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
-from .pypi import Refused, Run, requirements
+from .pypi import Refused, Run, newest_per_minor, requirements
 
 PYTHONS = tuple(f"3.{n}" for n in range(8, 15))   # the CPython lines the matrix knows
 
@@ -41,15 +41,6 @@ def _pure_wheels(page: dict) -> dict[Version, list[dict]]:
                               for t in tags)}
         out.setdefault(ver, []).append(f)
     return out
-
-
-def _newest_per_minor(versions, first: Version) -> list[Version]:
-    lines: dict[tuple[int, int], Version] = {}
-    for v in versions:
-        if v >= first:
-            key = (v.major, v.minor)
-            lines[key] = max(lines.get(key, v), v)
-    return sorted(lines.values())
 
 
 def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
@@ -103,7 +94,7 @@ def reader(name: str):
         def derive(run: Run) -> dict:
             page = run.index.project(package)
             wheels = _pure_wheels(page)
-            chosen = _newest_per_minor(wheels, Version(first))
+            chosen = newest_per_minor(wheels, Version(first))
             if not chosen:
                 raise Refused(f"{package}: the index lists no release from {first} on")
             rows = [release_row(run, name, v, wheels[v]) for v in chosen]

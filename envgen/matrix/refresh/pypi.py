@@ -50,9 +50,13 @@ class Refused(CheckFailed):
 
 def check_url(url: str, what: str) -> str:
     """`url` if it is https, or http to this machine; InputError otherwise."""
-    u = urllib.parse.urlsplit(url)
-    if u.scheme == "https" and u.hostname or \
-            u.scheme == "http" and (u.hostname or "") in LOOPBACK:
+    try:
+        u = urllib.parse.urlsplit(url)
+        host = u.hostname or ""
+    except ValueError:   # a bad port or bracket: no URL to follow
+        u, host = None, ""
+    if u and len(url) <= 2000 and url.isprintable() and (
+            u.scheme == "https" and host or u.scheme == "http" and host in LOOPBACK):
         return url
     raise InputError(f"{what} {url[:100]!r} is not an https URL (plain http is accepted only "
                      f"on this machine's loopback interface)")
@@ -280,6 +284,16 @@ def requirements(metadata: str, python: str, what: str,
     return out
 
 
+def newest_per_minor(versions, first: Version) -> list[Version]:
+    """The newest patch of each major.minor line from `first` on, oldest line first."""
+    lines: dict[tuple[int, int], Version] = {}
+    for v in versions:
+        if v >= first:
+            key = (v.major, v.minor)
+            lines[key] = max(lines.get(key, v), v)
+    return sorted(lines.values())
+
+
 def exact_pin(req: Requirement) -> str | None:
     specs = list(req.specifier)
     if len(specs) == 1 and specs[0].operator in ("==", "==="):
@@ -310,6 +324,7 @@ class Run:
     index: Index
     jobs: int = 16
     warnings: list[str] = field(default_factory=list)
+    folder: Path | None = None   # the matrix folder written to (a reader may read its rows)
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
