@@ -86,7 +86,10 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     if fw is None:
         known = ", ".join(sorted({f.name for f in matrix.frameworks} |
                                  {f.package for f in matrix.frameworks}))
-        raise InputError(f"spec {shown(text)}: unknown framework {name!r} (known: {known})")
+        if m and m.group(2):   # `tensorflow-cu125`: the framework is what precedes the variant
+            name = m.group(1)
+        raise InputError(f"spec {shown(text)}: unknown framework {shown(name, 40)} "
+                         f"(known: {known})")
     specifier = _specifier(text, ",".join(clauses))
     names = [fw.name] + [n for n, _ in also]
     if len(set(names)) != len(names):
