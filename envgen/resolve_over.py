@@ -46,7 +46,7 @@ def _newest(m: Matrix, name: str, specifier: SpecifierSet) -> list[FrameworkRele
     return [r for r in m.releases_of(name) if specifier.contains(r.version, prereleases=True)]
 
 
-def _pick_others(m, others, chosen, base_pkg) -> str | None:
+def _pick_others(m, others, chosen) -> str | None:
     """Add the newest release of each other add-on that agrees with what is chosen so far
     (each one's ranges for the others, a common Python); a reason when none does."""
     for f, specifier in others:
@@ -91,7 +91,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
     elsewhere = None   # the first stack found whose wheels come from an index, not PyPI
     for head in heads:
         chosen = [head]
-        why = _pick_others(m, others, chosen, base.package)
+        why = _pick_others(m, others, chosen)
         if why:
             rejected.append(why)
             continue
@@ -180,7 +180,7 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
     reasons.append(f"{base.package} {st.version} is the newest {base.name} release inside "
                    f"{base.package}{needs or ' (any version)'}, the range the chosen releases "
                    f"state, that fits the host")
-    reasons += [r for r in st.reasons[1:]]
+    reasons += st.reasons[1:]
     return st.replace(
         stack=f"{fw.name}-{st.variant}", framework=fw.name, framework_package=fw.package,
         version=chosen[0].version, packages=tuple(pins.items()), smoke=fw.smoke,

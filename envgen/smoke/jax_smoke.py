@@ -132,7 +132,6 @@ guarded = functools.partial(h.guarded, oom=jax_oom)
 
 
 gpu_check = functools.partial(h.gpu_check, oom=jax_oom)
-_cpu_why = h.cpu_why
 
 
 def on_device(device):
@@ -736,7 +735,7 @@ def _train_checks(rep, opts, device):
         if trained is None and rep["level"] == "cuda":
             h.untrained(rep, "model_on_gpu")
         elif trained is None:
-            h.skip(rep, "model_on_gpu", _cpu_why(rep))
+            h.skip(rep, "model_on_gpu", h.cpu_why(rep))
         else:
             gpu_check(rep, "model_on_gpu", check_model_on_gpu, trained[1])
         guarded(rep, "amp", check_amp, device, data, steps, batch)
@@ -778,7 +777,7 @@ def run_into(rep, opts, deadline):
             _train_checks(rep, opts, device)
         finally:
             rep["telemetry"] = (telemetry.stop() if telemetry
-                                else {"source": None, "samples": 0, "error": _cpu_why(rep)})
+                                else {"source": None, "samples": 0, "error": h.cpu_why(rep)})
         gpu_check(rep, "cudnn_conv", check_cudnn, device, cpu)
     gpu_check(rep, "memory", check_memory, device)
     if opts.multi_gpu and rep["level"] == "cuda" and len(gpus) > 1 and flax and optax:

@@ -86,7 +86,6 @@ guarded = functools.partial(h.guarded, oom=cuda_oom)
 
 
 gpu_check = functools.partial(h.gpu_check, oom=cuda_oom)
-_cpu_why = h.cpu_why
 
 
 # ---------------------------------------------------------------------------------- model, data
@@ -312,7 +311,7 @@ def torch_run(rep, opts, deadline, train_checks):
             train_checks(rep, opts, device)
     finally:
         rep["telemetry"] = (telemetry.stop() if telemetry
-                            else {"source": None, "samples": 0, "error": _cpu_why(rep)})
+                            else {"source": None, "samples": 0, "error": h.cpu_why(rep)})
     gpu_check(rep, "cudnn_conv", check_cudnn, device)
     gpu_check(rep, "memory", check_memory, device)
     if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
-from .pypi import Refused, Run, newest_per_minor, requirements
+from .pypi import Refused, Run, newest_per_minor, releases, requirements
 
 PYTHONS = tuple(f"3.{n}" for n in range(8, 15))   # the CPython lines the matrix knows
 
@@ -27,20 +26,6 @@ ADDONS = {
 }
 # packages whose ranges a release row keeps: the base framework's and the add-ons'
 KEPT = {"torch", *(pkg for pkg, *_ in ADDONS.values())}
-
-
-def _pure_wheels(page: dict) -> dict[Version, list[dict]]:
-    out: dict[Version, list[dict]] = {}
-    for f in page["files"]:
-        if not f["filename"].endswith(".whl") or f.get("yanked"):
-            continue
-        _, ver, _, tags = parse_wheel_filename(f["filename"])
-        if ver.is_prerelease or ver.is_devrelease or ver.local:
-            continue
-        f = {**f, "pure": any(t.platform == "any" and t.interpreter.startswith("py3")
-                              for t in tags)}
-        out.setdefault(ver, []).append(f)
-    return out
 
 
 def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
@@ -93,7 +78,7 @@ def reader(name: str):
         @staticmethod
         def derive(run: Run) -> dict:
             page = run.index.project(package)
-            wheels = _pure_wheels(page)
+            wheels = releases(page)
             chosen = newest_per_minor(wheels, Version(first))
             if not chosen:
                 raise Refused(f"{package}: the index lists no release from {first} on")

@@ -13,27 +13,6 @@ from ...errors import EnvgenError
 from ...files import read_regular
 
 
-def stale(m, folder: Path) -> list[str]:
-    """Stacks of matrix `m` whose stored closure no longer matches their inputs."""
-    from ...closure import inputs_for, key_of
-    from ...resolve import Host, resolve
-    from ...spec import parse_spec
-    out = []
-    for name in m.stack_names():
-        path = folder / "closures" / f"{name}.json"
-        if not path.is_file():
-            continue
-        try:
-            old = json.loads(read_regular(path, 16 << 20, "closure"))
-            st = resolve(m, parse_spec(name, m), Host())
-        except (EnvgenError, ValueError):
-            out.append(name)
-            continue
-        if not isinstance(old, dict) or old.get("key") != key_of(inputs_for(st)):
-            out.append(name)
-    return out
-
-
 def refresh_closures(m, folder: Path, names: list[str] | None = None,
                      check: bool = False, progress=lambda _line: None) -> dict:
     from ...closure import inputs_for, key_of, resolve_closure

@@ -16,8 +16,6 @@ A CUDA variant pins what `jax[cudaNN]` installs:
 Companions: the newest Flax and optax whose Requires-Dist admits that jax."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -41,9 +39,8 @@ WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas 
             "prebuilt kernels")
 
 
-def _cuda_rows(folder: Path) -> dict[str, list[str]]:
-    """cudart version -> the matrix's CUDA releases that ship it."""
-    doc = yaml.safe_load((folder / "cuda.yaml").read_text(encoding="utf-8")) or {}
+def _cuda_rows(doc: dict) -> dict[str, list[str]]:
+    """cudart version -> the CUDA releases of the matrix's cuda.yaml `doc` that ship it."""
     out: dict[str, list[str]] = {}
     for row in doc.get("cuda") or []:
         if row.get("runtime"):
@@ -112,7 +109,7 @@ def _companion(run: Run, project: str, jax_version: Version, pythons) -> str | N
     rels = releases(run.index.project(project))
     for ver in sorted(rels, reverse=True)[:40]:
         files = rels[ver]
-        wheel = next((f for f in files if f["filename"].endswith("-any.whl")), None)
+        wheel = next((f for f in files if f["pure"]), None)
         if wheel is None:
             continue
         rp = wheel.get("requires-python")
@@ -130,7 +127,7 @@ def derive(run: Run) -> dict:
     if run.folder is None:
         raise Refused("the jax reader needs the matrix folder (its CUDA rows)")
     cuda_doc = yaml.safe_load((run.folder / "cuda.yaml").read_text(encoding="utf-8")) or {}
-    cudarts = _cuda_rows(run.folder)
+    cudarts = _cuda_rows(cuda_doc)
     jax_rels = releases(run.index.project("jax"), FIRST)
     jaxlib = releases(run.index.project("jaxlib"), FIRST)
     plugins = {line: releases(run.index.project(f"jax-cuda{line}-plugin"), FIRST)
@@ -152,7 +149,7 @@ def derive(run: Run) -> dict:
             v["packages"] = {"jaxlib": str(ver), **v["packages"]}
         companions = {p: c for p in ("flax", "optax")
                       if (c := _companion(run, p, ver, pythons))}
-        pure = next((f for f in jax_rels[ver] if f["filename"].endswith("-any.whl")), None)
+        pure = next((f for f in jax_rels[ver] if f["pure"]), None)
         uploaded = min((f.get("upload-time") or "") for f in jax_rels[ver])
         rows.append({"framework": "jax", "version": str(ver), "released": uploaded[:7] or None,
                      "pythons": pythons,

@@ -231,7 +231,7 @@ def is_linux_x86_64(tag) -> bool:
 
 def releases(page: dict, first: Version | None = None) -> dict[Version, list[dict]]:
     """Final releases -> their non-yanked wheel entries, each with 'python' (or None),
-    'build' (tuple) and 'linux_x86_64'."""
+    'build' (tuple), 'linux_x86_64' and 'pure' (a py3-none-any wheel)."""
     out: dict[Version, list[dict]] = {}
     for f in page["files"]:
         if not f["filename"].endswith(".whl") or f.get("yanked"):
@@ -247,7 +247,8 @@ def releases(page: dict, first: Version | None = None) -> dict[Version, list[dic
         pys = {cpython_of(t) for t in tags} - {None}
         out.setdefault(ver, []).append({
             **f, "python": max(pys, key=Version) if pys else None, "build": build,
-            "linux_x86_64": any(is_linux_x86_64(t) for t in tags)})
+            "linux_x86_64": any(is_linux_x86_64(t) for t in tags),
+            "pure": any(t.platform == "any" and t.interpreter.startswith("py3") for t in tags)})
     return out
 
 

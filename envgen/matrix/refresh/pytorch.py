@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from .pypi import (Refused, Run, best_wheels, exact_pin, newest_matching, releases,
@@ -82,7 +83,6 @@ def pin_text(run: Run, req) -> str:
 
 def cuda_toolkit_pins(run: Run, version: str, extras: set[str]) -> dict[str, str]:
     """nvidia-* pins that NVIDIA's cuda-toolkit meta-wheel `version` requires for `extras`."""
-    from packaging.utils import parse_wheel_filename
     files = [f for f in run.index.project("cuda-toolkit")["files"]
              if f["filename"].endswith(".whl") and not f.get("yanked")
              and parse_wheel_filename(f["filename"])[1] == Version(version)]
