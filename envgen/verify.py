@@ -152,11 +152,13 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
                 drift += closure_drift(entry["requirements"], p.closure, current[:19])
         except EnvgenError as e:
             drift.append(_item("probe-failed", e.message))
+    result: dict = {}
     if rebuild is not None:
         tmp_tag = f"envgen-verify/{name}:rebuild"
         try:
             rebuilt, layers = rebuild(Stack.from_json(entry["stack"]), tmp_tag,
                                       lock_closure(entry))
+            result["rebuilt"] = {"image_id": rebuilt, "layers": list(layers)}
             drift += package_drift(entry["requirements"], probe(c, rebuilt).packages,
                                    prefix="rebuild-")
             want = entry["image"].get("layers") or []
@@ -171,7 +173,7 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
             drift.append(_item("rebuild-failed", f"rebuilding {name} failed: {e.message}"))
         finally:
             remove_image(c, tmp_tag)
-    return {"ok": not drift, "drift": drift, "pulled": pulled}
+    return {"ok": not drift, "drift": drift, "pulled": pulled, **result}
 
 
 def lock_closure(entry: dict):

@@ -38,6 +38,13 @@ def docker(*args, host: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, env=env)
 
 
+def free_build_cache(host: str | None = None) -> None:
+    """Drop the daemon's build cache that no image holds (cache mounts included). The real
+    builds of a CI run together hold more than a CI machine's free disk: each test that
+    built something cold gives its cache back once measured. Images stay."""
+    docker("builder", "prune", "--all", "--force", host=host)
+
+
 def first_daemon_answers() -> bool:
     try:
         import docker

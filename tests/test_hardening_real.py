@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import services
-from services import ROOT, TAG, alive, children_of, docker, envgen, labelled_containers
+from services import (ROOT, TAG, alive, children_of, docker, envgen, free_build_cache,
+                      labelled_containers)
 
 FAST = {"ENVGEN_DOCKER_PING_TIMEOUT": "2", "ENVGEN_DOCKER_TIMEOUT": "5"}
 
@@ -229,6 +230,7 @@ def test_a_killed_envgen_build_takes_its_docker_build_child_with_it(tmp_path, ho
     finally:
         proc.kill()
         docker("rmi", "-f", "envgen-test/killed:1")
+        free_build_cache()   # the half-built --no-cache layers
     assert set(Path("/tmp").glob("envgen-iid-*")) == iid_before
     assert docker("image", "inspect", "envgen-test/killed:1").returncode != 0
 

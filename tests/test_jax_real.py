@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services import docker, envgen, first_daemon_answers
+from services import docker, envgen, first_daemon_answers, free_build_cache
 
 pytestmark = pytest.mark.docker
 TAG = "envgen-test/jax-cuda12:ci"
@@ -25,6 +25,7 @@ def jax_built(home):
     out = json.loads(r.stdout)
     yield out
     docker("rmi", "-f", out["image_id"])
+    free_build_cache()   # its CUDA 12.9 wheels and trixie layers: gigabytes no later test uses
 
 
 def test_it_builds_on_trixie_and_certifies_at_level_cpu(jax_built):

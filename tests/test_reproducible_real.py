@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services import TAG, docker, envgen
+from services import TAG, docker, envgen, free_build_cache
 
 pytestmark = pytest.mark.docker
 CA = "/etc/ssl/certs/ca-certificates.crt"
@@ -45,6 +45,27 @@ def test_the_rendered_folder_builds_on_its_own_to_identical_layers(built, tmp_pa
         assert b.returncode == 0, b.stdout[-2000:] + b.stderr[-2000:]
         assert layers(tag) == built["layers"], "same closure, same layers, bit for bit"
         assert len(built["layers"]) >= 7
+    finally:
+        docker("rmi", tag)
+
+
+def test_ci_bake_output_builds_with_a_real_buildx_bake(built, tmp_path):
+    if docker("buildx", "version").returncode != 0:
+        pytest.skip("docker buildx is not installed (tools/bootstrap.sh installs it)")
+    contexts = tmp_path / "contexts"
+    assert envgen("render", "pytorch-cu121", "-o", str(contexts / "pytorch-cu121")
+                  ).returncode == 0
+    r = envgen("ci", "bake", "pytorch-cu121")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "docker-bake.json").write_text(r.stdout)
+    tag = "envgen-test/bake:ci"
+    try:
+        b = subprocess.run(["docker", "buildx", "bake", "-f", str(tmp_path / "docker-bake.json"),
+                            "--set", f"pytorch-cu121.tags={tag}", "--load"],
+                           capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+                           env={**os.environ, "ENVGEN_CONTEXTS": str(contexts)})
+        assert b.returncode == 0, b.stderr[-2000:]
+        assert layers(tag) == built["layers"]
     finally:
         docker("rmi", tag)
 
@@ -136,37 +157,9 @@ def test_a_changed_byte_on_the_index_fails_the_rebuild_naming_the_package(pushed
     failed = [d["message"] for d in drift if d["kind"] == "rebuild-failed"]
     assert failed and "filelock==" in failed[0] and "does not match the sha256" in failed[0]
     assert docker("image", "inspect", "envgen-verify/pytorch-cu121:rebuild").returncode != 0
-
-
-def test_a_rebuild_on_the_teammate_daemon_gives_the_same_layers_base_included(
-        pushed, built, second_daemon, tmp_path):
-    # The teammate's daemon has its own build cache and no base: the base is made there
-    # from the pinned snapshot, every layer is built again, and all must match.
-    env = teammate(second_daemon, tmp_path, ENVGEN_BUILD_NETWORK="host")
-    r = envgen("verify", str(pushed), "--rebuild", "--json", env=env, timeout=2400)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
-    assert json.loads(r.stdout)["ok"]
-
-
-def test_ci_bake_output_builds_with_a_real_buildx_bake(built, tmp_path):
-    if docker("buildx", "version").returncode != 0:
-        pytest.skip("docker buildx is not installed (tools/bootstrap.sh installs it)")
-    contexts = tmp_path / "contexts"
-    assert envgen("render", "pytorch-cu121", "-o", str(contexts / "pytorch-cu121")
-                  ).returncode == 0
-    r = envgen("ci", "bake", "pytorch-cu121")
-    assert r.returncode == 0, r.stderr
-    (tmp_path / "docker-bake.json").write_text(r.stdout)
-    tag = "envgen-test/bake:ci"
-    try:
-        b = subprocess.run(["docker", "buildx", "bake", "-f", str(tmp_path / "docker-bake.json"),
-                            "--set", f"pytorch-cu121.tags={tag}", "--load"],
-                           capture_output=True, text=True, timeout=1800, cwd=tmp_path,
-                           env={**os.environ, "ENVGEN_CONTEXTS": str(contexts)})
-        assert b.returncode == 0, b.stderr[-2000:]
-        assert layers(tag) == built["layers"]
-    finally:
-        docker("rmi", tag)
+    # The last build on this daemon: its cache (a second cold copy of every layer from the
+    # standalone build, the pip cache) goes, before the teammate's rebuild needs the disk.
+    free_build_cache()
 
 
 def test_a_refused_push_is_exit_3_and_writes_no_lock(built, home, readonly_registry, tmp_path):
@@ -178,3 +171,26 @@ def test_a_refused_push_is_exit_3_and_writes_no_lock(built, home, readonly_regis
     assert not lock.exists(), "nothing written that claims success"
     tags = docker("image", "inspect", "--format", "{{json .RepoTags}}", TAG).stdout
     assert readonly_registry.host not in tags, "no tag left behind for the failed push"
+
+
+def test_a_rebuild_on_the_teammate_daemon_gives_the_same_layers_base_included(
+        pushed, built, second_daemon, tmp_path):
+    # The teammate's daemon has its own build cache and no base: the base is made there
+    # from the pinned snapshot, every layer is built again, and all must match. The pulled
+    # image (proven above) is removed first and not pulled again: the two copies of a CUDA
+    # image would not fit a CI machine's disk beside everything else.
+    d2 = second_daemon.host
+    for ref in docker("images", "-q", host=d2).stdout.split():
+        docker("rmi", "-f", ref, host=d2)
+    env = teammate(second_daemon, tmp_path, ENVGEN_BUILD_NETWORK="host")
+    try:
+        r = envgen("verify", str(pushed), "--rebuild", "--no-pull", "--json", env=env,
+                   timeout=2400)
+        assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-1000:]
+        st = json.loads(r.stdout)["stacks"]["pytorch-cu121"]
+        assert [d["kind"] for d in st["drift"]] == ["missing-image"], st["drift"]
+        assert st["rebuilt"]["layers"] == built["layers"], "the same layers, bit for bit"
+    finally:   # no later test needs the teammate's images or cache
+        for ref in docker("images", "-q", host=d2).stdout.split():
+            docker("rmi", "-f", ref, host=d2)
+        free_build_cache(d2)
