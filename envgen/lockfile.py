@@ -73,6 +73,9 @@ def stack_problems(data) -> list[str]:
     _check(p, _opt(data.get("index_url"), URL), "stack.index_url is not a plain URL")
     _check(p, _req(data.get("wheel_source"), NAME), "stack.wheel_source is not a name")
     _check(p, _req(data.get("smoke"), NAME), "stack.smoke is not a payload name")
+    lic = data.get("licenses", "")   # absent in locks written before it
+    _check(p, lic == "" or schema.canonical_license(lic) == lic,
+           "stack.licenses is not an SPDX licence expression")
     fw = data.get("framework")
     if isinstance(fw, dict):
         for key in ("name", "package", "variant"):

@@ -21,6 +21,37 @@ def utc_seconds(text: str, fmt: str) -> int:
     return calendar.timegm(time.strptime(text, fmt))
 
 
+def _license_terms(expr: str) -> list[str]:
+    """The terms an SPDX expression ANDs together: 'A AND (B OR C)' -> ['A', '(B OR C)']."""
+    expr = expr.strip()
+    while expr.startswith("(") and expr.endswith(")"):   # drop parentheses around it all
+        depth = 0
+        for i, ch in enumerate(expr):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and i < len(expr) - 1:
+                break
+        else:
+            expr = expr[1:-1].strip()
+            continue
+        break
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and expr.startswith(" AND ", i):
+            parts.append(expr[start:i])
+            start = i + len(" AND ")
+    parts.append(expr[start:])
+    if len(parts) > 1:
+        return [t for part in parts for t in _license_terms(part)]
+    return [f"({expr})" if " OR " in expr else expr]
+
+
+def join_licenses(expressions) -> str:
+    """One SPDX expression for everything an image holds: every AND term of each, once,
+    sorted (a term with OR in parentheses); "" for none."""
+    return " AND ".join(sorted({t for e in expressions if e for t in _license_terms(e)}))
+
+
 def major_minor(version: str) -> str:
     parts = version.split(".")
     return ".".join(parts[:2])
@@ -132,6 +163,7 @@ class Variant:
     ptx: str | None
     sources: tuple[str, ...]
     packages: tuple[tuple[str, str], ...] = ()
+    license: str = ""     # the CUDA libraries' SPDX expression ("" when not known)
     # why its facts are inferred (no source states them), or "" when they are stated
     inferred_why: str = field(default="", compare=False)
 
@@ -147,6 +179,8 @@ class FrameworkRelease(Located):
     variants: tuple[Variant, ...] = ()
     requires: tuple[tuple[str, str], ...] = ()   # name -> specifier (builds_on frameworks)
     requires_python: str | None = None
+    license: str = ""                            # SPDX, from the wheel's METADATA
+    companion_licenses: tuple[tuple[str, str], ...] = ()   # those known, name -> SPDX
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -252,6 +286,9 @@ class Stack:
     builds_on: str | None = None
     builds_on_package: str | None = None
     addons: tuple[str, ...] = ()
+    # SPDX expression of what the image installs: the frameworks', the companions' where
+    # known, the CUDA libraries'; "" when a framework's or the CUDA libraries' is unknown
+    licenses: str = ""
 
     def base_stack(self) -> "Stack":
         """The stack this one is installed over (its packages without the add-ons): its
@@ -262,7 +299,7 @@ class Stack:
                             framework=self.builds_on, framework_package=package,
                             version=dict(packages).get(package, "").split("+")[0],
                             packages=packages, builds_on=None, builds_on_package=None,
-                            addons=())
+                            addons=(), licenses="")   # the base's own are not kept
 
     def as_variant(self) -> Variant:
         """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
@@ -303,6 +340,7 @@ class Stack:
             "smoke": self.smoke,
             "reasons": list(self.reasons),
             "matrix_sha256": self.matrix_sha256,
+            "licenses": self.licenses,
         }
 
     @classmethod
@@ -331,7 +369,8 @@ class Stack:
                    companions=tuple(fw.get("companions", ())),
                    builds_on=(fw.get("builds_on") or {}).get("name"),
                    builds_on_package=(fw.get("builds_on") or {}).get("package"),
-                   addons=tuple(fw.get("addons", ())))
+                   addons=tuple(fw.get("addons", ())),
+                   licenses=data.get("licenses", ""))   # locks written before it lack it
 
     def replace(self, **changes) -> "Stack":
         return dataclasses.replace(self, **changes)

@@ -8,7 +8,8 @@ from . import require_cuda
 from .compat import FORWARD, MINOR, check_cc, check_driver, driver_runs, kernels_for
 from .errors import InputError, Unsatisfiable
 from .matrix import Matrix
-from .model import V, BaseImage, FrameworkRelease, Gpu, Stack, Variant, WheelSource
+from .model import (V, BaseImage, FrameworkRelease, Gpu, Stack, Variant, WheelSource,
+                    join_licenses)
 from .spec import Spec
 
 POLICIES = ("auto", "pypi", "index")
@@ -143,7 +144,11 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     if spec.python and host.python and spec.python != host.python:
         raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
                          f"{host.python}")
-    from .resolve_over import lead_spec, no_release, resolve_over
+    from .resolve_over import lead_spec, no_release, resolve_over, two_frameworks
+    if spec.also and not m.framework(spec.framework).builds_on:
+        for name, _ in spec.also:
+            if not m.framework(name).builds_on:   # two frameworks, each with CUDA of its own
+                raise two_frameworks(m, spec, name, lambda s: resolve(m, s, host))
     spec = lead_spec(m, spec)
     fw = m.framework(spec.framework)
     if fw.builds_on:
@@ -238,7 +243,17 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,
         compute_capabilities=v.compute_capabilities, ptx=v.ptx,
         forward_compat=how == FORWARD, smoke=fw.smoke, reasons=tuple(reasons),
-        matrix_sha256=m.sha256, companions=fw.companions)
+        matrix_sha256=m.sha256, companions=fw.companions, licenses=_licenses(r, v))
+
+
+def _licenses(r: FrameworkRelease, v: Variant) -> str:
+    """The release's licence, its companions' where known and, for a CUDA variant, the CUDA
+    libraries'; "" when the release's or the CUDA libraries' is unknown: a list without
+    them would understate what the image holds."""
+    if not r.license or (v.cuda and not v.license):
+        return ""
+    return join_licenses([r.license, *dict(r.companion_licenses).values(),
+                          v.license if v.cuda else ""])
 
 
 def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:

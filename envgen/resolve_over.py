@@ -9,7 +9,7 @@ from packaging.specifiers import SpecifierSet
 
 from .errors import InputError, Unsatisfiable
 from .matrix import Matrix
-from .model import FrameworkRelease, Stack
+from .model import FrameworkRelease, Stack, join_licenses
 from .spec import Spec
 
 
@@ -31,6 +31,52 @@ def lead_spec(m: Matrix, spec: Spec) -> Spec:
     return Spec(text=text, framework=name, specifier=specifier, variant=spec.variant,
                 python=spec.python, base=spec.base,
                 also=((fw.name, spec.specifier), *rest))
+
+
+def two_frameworks(m: Matrix, spec: Spec, other: str, resolve_one) -> Unsatisfiable:
+    """`torch==2.4.1,jax`: two frameworks that each bring their own CUDA libraries. envgen
+    builds one of them per image; the refusal says whether the two would even agree, by
+    resolving each alone and naming the pins (and Pythons) where they differ."""
+    first = m.framework(spec.framework)
+    parts = [(first.name, spec.specifier), *((n, s) for n, s in spec.also if n == other)]
+    stacks = []
+    for name, specifier in parts:
+        one = Spec(text=f"{name}{specifier}", framework=name, specifier=specifier,
+                   python=spec.python, base=spec.base)
+        try:
+            stacks.append(resolve_one(one))
+        except (InputError, Unsatisfiable) as e:
+            return Unsatisfiable(f"spec {spec.text!r}: {one.describe()} does not resolve on "
+                                 f"its own ({e.message})")
+    a, b = stacks
+    if a.cuda and b.cuda and a.cuda.split(".")[0] != b.cuda.split(".")[0]:
+        # compare with the second's build for the first's CUDA major, where it has one
+        major = a.cuda.split(".")[0]
+        names = sorted({v.name for r in m.releases_of(b.framework) for v in r.variants
+                        if v.cuda and v.cuda.split(".")[0] == major}, reverse=True)
+        for variant in names:
+            try:
+                b = resolve_one(Spec(text=f"{b.framework}{parts[1][1]}", framework=b.framework,
+                                     specifier=parts[1][1], variant=variant,
+                                     python=spec.python, base=spec.base))
+                break
+            except (InputError, Unsatisfiable):
+                continue
+    pa, pb = dict(a.packages), dict(b.packages)
+    clash = [f"{n}=={pa[n]} ({a.framework_package} {a.version}) vs {n}=={pb[n]} "
+             f"({b.framework_package} {b.version})"
+             for n in sorted(pa.keys() & pb.keys()) if pa[n] != pb[n]]
+    if a.python != b.python:
+        clash.insert(0, f"Python {a.python} ({a.stack}) vs {b.python} ({b.stack})")
+    if a.cuda and b.cuda and a.cuda.split(".")[0] != b.cuda.split(".")[0]:
+        clash.insert(0, f"CUDA {a.cuda} ({a.stack}) vs {b.cuda} ({b.stack})")
+    why = ("the pins the matrix holds for them differ: " + "; ".join(clash[:4])
+           + (f"; and {len(clash) - 4} more" if len(clash) > 4 else "")) if clash else \
+        "the pins the matrix holds for them agree"
+    return Unsatisfiable(f"spec {spec.text!r}: {a.framework_package} and {b.framework_package} "
+                         f"each bring their own CUDA libraries, and envgen builds one such "
+                         f"framework per image; {why}. Build them as two stacks",
+                         hints=[a.stack, b.stack])
 
 
 def no_release(m: Matrix, fw, spec: Spec) -> Unsatisfiable:
@@ -185,4 +231,21 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
         stack=f"{fw.name}-{st.variant}", framework=fw.name, framework_package=fw.package,
         version=chosen[0].version, packages=tuple(pins.items()), smoke=fw.smoke,
         reasons=tuple(reasons), builds_on=base.name, builds_on_package=base.package,
-        addons=tuple(added))
+        addons=tuple(added), licenses=_licenses(m, st, chosen, pins))
+
+
+def _licenses(m, st: Stack, chosen, pins: dict) -> str:
+    """The base stack's licences and each chosen release's ("" if one is unknown); a
+    framework pinned by a range (Transformers' Accelerate) adds its licence when every
+    release of it the matrix has inside that range states the same one."""
+    if not st.licenses or any(not c.license for c in chosen):
+        return ""
+    ranged = []
+    for f in m.frameworks:
+        spec = pins.get(f.package, "")
+        if spec and spec[:1] in "<>=!~" and f.name not in {c.framework for c in chosen}:
+            inside = {r.license for r in m.releases_of(f.name)
+                      if SpecifierSet(spec).contains(r.version, prereleases=True)}
+            if len(inside) == 1:
+                ranged += inside
+    return join_licenses([st.licenses, *(c.license for c in chosen), *ranged])

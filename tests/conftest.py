@@ -9,6 +9,33 @@ import pytest
 import services
 from services import TAG, docker, envgen
 
+PROVENANCE = ("ENVGEN_SOURCE_URL", "ENVGEN_REVISION", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
+              "GITHUB_SHA")
+
+
+def pytest_report_header(config):
+    """The free disk, first: the real builds need about 20 GB at their peak (a CUDA image, its
+    build cache, a registry's copy and a teammate daemon's rebuild), and a full disk shows up
+    late, as a failed pull."""
+    import shutil
+    lines = []
+    for where in ("/var/lib/docker", "/tmp"):
+        try:
+            free = shutil.disk_usage(where).free / 1e9
+        except OSError:
+            continue
+        lines.append(f"free disk under {where}: {free:.0f} GB"
+                     + ("  (the real builds need about 20 GB)" if free < 25 else ""))
+    return lines
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_provenance(monkeypatch):
+    """Rendered labels name the team's repository when the environment says it (GitHub
+    Actions does): tests that compare renders must not depend on where they run."""
+    for name in PROVENANCE:
+        monkeypatch.delenv(name, raising=False)
+
 
 @pytest.fixture(scope="session")
 def home(tmp_path_factory):

@@ -68,6 +68,14 @@ def test_adds_a_release_with_its_source_and_reproduces_the_bundled_rows(tmp_path
         assert new[v] == bundled_rows()[v], v
     assert new["2.6.0"]["variants"][0]["packages"]["nvidia-cudnn-cu12"] == "9.1.0.70"
     assert new["2.6.0"]["companions"] == {"torchvision": "0.21.0", "torchaudio": "2.6.0"}
+    # licences: torch's METADATA (2.4.1 says "BSD-3", mapped), the nvidia-* wheels' for the
+    # CUDA variants; torchvision says only "BSD", which names no one licence
+    assert new["2.4.1"]["license"] == new["2.6.0"]["license"] == "BSD-3-Clause"
+    assert new["2.6.0"]["variants"][0]["license"] == "LicenseRef-NVIDIA-Proprietary"
+    assert "license" not in new["2.6.0"]["variants"][-1]              # cpu
+    assert "companion_licenses" not in new["2.6.0"]
+    assert any(w.startswith("torchvision 0.19.1, 0.20.1, 0.21.0: no companion license")
+               for w in r["warnings"])
     # and the written folder is a valid matrix the resolver uses
     out = cli("--matrix", str(folder), "resolve", "torch==2.6.0", "--json")
     assert out.returncode == 0, out.stderr
@@ -258,3 +266,24 @@ def test_a_framework_over_pytorch_gets_its_newest_patch_per_line_from_metadata(t
     # Requires-Dist of lightning 2.6.6: torch<4.0,>=2.1.0; Requires-Python >=3.10
     assert rows["2.6.6"]["requires"] == {"torch": "<4.0,>=2.1.0"}
     assert rows["2.6.6"]["pythons"][0] == "3.10"
+
+
+def test_a_licence_that_maps_to_nothing_is_left_out_with_a_warning(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    data = _edit_metadata(recorded(), "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl",
+                          "License: BSD-3-Clause", "License: BSD")
+    data = _edit_metadata(data, "nvidia_cusparselt_cu12-0.6.2-py3-none-manylinux2014_x86_64.whl",
+                          "License: NVIDIA Proprietary Software", "License: Proprietary")
+    with RecordedIndex(data) as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    rows = {x["version"]: x for x in
+            yaml.safe_load((folder / "pytorch.yaml").read_text())["framework_releases"]}
+    assert "license" not in rows["2.6.0"] and rows["2.5.1"]["license"] == "BSD-3-Clause"
+    assert "license" not in rows["2.6.0"]["variants"][0]           # cu124 pins cusparselt
+    assert "torch 2.6.0: no license written (torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl: " \
+           "its METADATA says License 'BSD' and 'License :: OSI Approved :: BSD License', " \
+           "which names no SPDX licence envgen maps)" in r["warnings"]
+    assert any(w.startswith("torch 2.6.0 cu124: no license written (nvidia-cusparselt-cu12 "
+                            "0.6.2: its METADATA says License 'Proprietary'")
+               for w in r["warnings"])
+

@@ -50,3 +50,18 @@ def test_transformers_brings_the_accelerate_its_trainer_needs():
     assert dict(st.packages)["accelerate"].startswith(">=")   # the closure pins it exactly
     both = res("transformers,accelerate")
     assert dict(both.packages)["accelerate"][0].isdigit()       # chosen, exact
+
+
+def test_two_frameworks_with_cuda_of_their_own_are_refused_naming_both_pins(capsys):
+    from envgen.cli import main
+    assert main(["resolve", "jax==0.6.2,torch==2.7.1"]) == 2
+    err = capsys.readouterr().err
+    # each resolved alone, compared on the CUDA major they share, pins named on both sides
+    assert "nvidia-cublas-cu12==12.9.3.13 (jax 0.6.2) vs nvidia-cublas-cu12==12.6.4.1 " \
+           "(torch 2.7.1)" in err
+    assert "try: jax-cuda12" in err and "try: pytorch-cu126" in err
+    assert main(["resolve", "torch==2.4.1,jax"]) == 2
+    err = capsys.readouterr().err
+    assert "Python 3.11 (pytorch-cu121) vs 3.13 (jax-cuda12)" in err
+    assert main(["resolve", "jax==0.6.2,torch==9.9"]) == 2
+    assert "does not resolve on its own" in capsys.readouterr().err

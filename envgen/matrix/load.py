@@ -137,6 +137,7 @@ def _build(entries, sha, problems) -> Matrix:
                     nccl=v.get("nccl"), compute_capabilities=_t(v.get("compute_capabilities")),
                     ptx=v.get("ptx"), sources=_t(v["sources"]),
                     packages=tuple(sorted((v.get("packages") or {}).items())),
+                    license=v.get("license", ""),
                     inferred_why=(v.get("why") or "no source states it")
                     if v.get("confidence") == "inferred" else "")
             for v in raw.get("variants") or ())
@@ -146,7 +147,9 @@ def _build(entries, sha, problems) -> Matrix:
             companions=tuple(sorted((raw.get("companions") or {}).items())),
             pypi_variant=raw.get("pypi_variant"), variants=variants,
             requires=tuple(sorted((raw.get("requires") or {}).items())),
-            requires_python=raw.get("requires_python")))
+            requires_python=raw.get("requires_python"), license=raw.get("license", ""),
+            companion_licenses=tuple(sorted((raw.get("companion_licenses") or {})
+                                            .items()))))
     for raw, f, ln in entries["wheel_sources"]:
         m.wheel_sources.append(WheelSource(**loc(raw, f, ln), name=raw["name"],
                                            kind=raw["kind"], url=raw["url"]))
@@ -253,6 +256,10 @@ def _cross_check(m: Matrix, problems: list) -> None:
         names = [v.name for v in r.variants]
         if len(set(names)) != len(names):
             _problem(problems, r, f"{r.framework} {r.version}: a variant is listed twice")
+        strays = [n for n, _ in r.companion_licenses if n not in dict(r.companions)]
+        if strays:
+            _problem(problems, r, f"{r.framework} {r.version}: companion_licenses names "
+                                  f"{', '.join(strays)}, not among its companions")
         if r.pypi_variant and r.pypi_variant not in names:
             _problem(problems, r, f"{r.framework} {r.version}: pypi_variant "
                                   f"{r.pypi_variant} is not one of its variants")

@@ -1,6 +1,7 @@
 """The matrix schema (JSON Schema) and its validation with file:line for every problem."""
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from ..errors import MatrixError
@@ -32,6 +33,13 @@ WHEEL_PINS = {"type": "object", "propertyNames": NAME,
               "additionalProperties": {"anyOf": [VERSION, PIN_SPEC]}}
 
 
+# An SPDX licence expression (PEP 639): identifiers, LicenseRef-… among them, joined by
+# AND, OR and WITH, with parentheses; the `spdx` format asks packaging for the rest.
+_SPDX_TERM = r"\(*(?!(AND|OR|WITH)\b)[A-Za-z0-9][A-Za-z0-9.+-]*\)*"
+LICENSE = {"type": "string", "maxLength": 300, "format": "spdx",
+           "pattern": rf"^{_SPDX_TERM}( (AND|OR|WITH) {_SPDX_TERM})*$"}
+LICENSES = {"type": "object", "propertyNames": NAME, "additionalProperties": LICENSE}
+
 CONFIDENCE = {"enum": ["stated", "inferred"]}
 WHY = {"type": "string", "maxLength": 400, "pattern": r"^[^\n\r\x00]+$"}
 
@@ -61,6 +69,7 @@ VARIANT = {
         "ptx": {"anyOf": [CC, {"type": "null"}]},
         "sources": {**_list(NAME), "minItems": 1},
         "packages": WHEEL_PINS,
+        "license": LICENSE,   # the CUDA libraries' (their nvidia-* wheels' METADATA)
         "confidence": CONFIDENCE, "why": WHY,
     },
 }
@@ -97,6 +106,8 @@ SECTIONS = {
          "requires": {"type": "object", "propertyNames": NAME,
                       "additionalProperties": SPECIFIER},
          "released": MONTH, "companions": PINS,
+         # as the wheel's METADATA states it (License-Expression, License or classifier)
+         "license": LICENSE, "companion_licenses": LICENSES,
          "requires_python": {"anyOf": [SPECIFIER, {"type": "null"}]},
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
@@ -129,6 +140,32 @@ def _anchor_end(node) -> None:
 
 
 _anchor_end(FILE_SCHEMA)
+def canonical_license(value: str) -> str | None:
+    """`value` written as packaging writes SPDX expressions, or None when it is not one
+    (an unknown identifier, a broken expression). packaging < 24.2 cannot tell: then the
+    pattern alone decides."""
+    if not isinstance(value, str) or not re.fullmatch(LICENSE["pattern"], value):
+        return None
+    try:
+        from packaging.licenses import (InvalidLicenseExpression,
+                                        canonicalize_license_expression)
+    except ImportError:
+        return value
+    try:
+        return canonicalize_license_expression(value)
+    except InvalidLicenseExpression:
+        return None
+
+
+def _spdx(value) -> bool:
+    """An SPDX expression, written the one way packaging writes it ('MIT', not 'mit'); a
+    value the pattern refuses is reported once, by the pattern."""
+    if isinstance(value, str) and re.fullmatch(LICENSE["pattern"], value) \
+            and canonical_license(value) != value:
+        raise ValueError(value)
+    return True
+
+
 def _pep440(value) -> bool:
     """A version as packaging parses it (12.x.banana matches the pattern, not this)."""
     from packaging.version import Version
@@ -143,6 +180,7 @@ def _validator():
     import jsonschema
     formats = jsonschema.FormatChecker(formats=())
     formats.checks("pep440", raises=ValueError)(_pep440)
+    formats.checks("spdx", raises=ValueError)(_spdx)
     return jsonschema.Draft202012Validator(FILE_SCHEMA, format_checker=formats)
 
 
@@ -174,6 +212,9 @@ def _describe(err) -> str:   # a jsonschema.ValidationError
         return f"{where}: {err.message.replace(' is a required property', '')} is required"
     if err.validator == "pattern":
         return f"{where}: {_short(err.instance)} is not a valid value here"
+    if err.validator == "format" and err.validator_value == "spdx":
+        return f"{where}: {_short(err.instance)} is not an SPDX licence expression as " \
+               f"packaging writes it"
     if err.validator == "format":
         return f"{where}: {_short(err.instance)} is not a version (PEP 440, as packaging reads it)"
     if err.validator in ("type", "anyOf") and isinstance(err.instance, (float, int)) \

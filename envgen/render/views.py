@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
+from .. import __version__, provenance
 from ..model import LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from ..smoke import payload_files
@@ -81,13 +81,25 @@ def image_labels(stack: Stack, base_ref: str, closure: Closure | None = None
          f"{stack.framework_package} {stack.version} ({stack.variant}) on Python "
          f"{stack.python}, {stack.base.name}"),
         ("org.opencontainers.image.version", f"{stack.version}-{stack.variant}"),
-        ("org.opencontainers.image.base.name", base_ref),
-        ("org.opencontainers.image.vendor", "envgen"),
-        ("org.opencontainers.image.source", "https://github.com/envgen/envgen"),
-        ("org.opencontainers.image.licenses", "Apache-2.0"),
-        ("io.envgen.version", __version__),
-        ("io.envgen.matrix.sha256", stack.matrix_sha256),
+        ("org.opencontainers.image.base.name", base_ref.partition("@")[0]),
     ]
+    if stack.licenses:   # the frameworks' and CUDA libraries', as their METADATA states
+        labels.append(("org.opencontainers.image.licenses", stack.licenses))
+    # Only what is known: a made-up source or a build-time clock would describe nothing
+    # (and the latter would make every rebuild a different image).
+    digest = base_ref.partition("@")[2] or stack.base.digest
+    if digest:
+        labels.append(("org.opencontainers.image.base.digest", digest))
+    if closure is not None:   # the closure's time, which every file in the image carries too
+        labels.append(("org.opencontainers.image.created", closure.created))
+    source, revision = provenance.current()
+    if source:
+        labels += [("org.opencontainers.image.source", source),
+                   ("org.opencontainers.image.url", source)]
+    if revision:
+        labels.append(("org.opencontainers.image.revision", revision))
+    labels += [("io.envgen.version", __version__),
+               ("io.envgen.matrix.sha256", stack.matrix_sha256)]
     if closure is not None:
         labels.append(("io.envgen.closure.sha256", closure.key))
     labels.append(("io.envgen.stack", json.dumps(stack.to_json(), sort_keys=True,

@@ -21,6 +21,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .licenses import license_of, wheel_licenses, with_license
 from .pypi import (Refused, Run, best_wheels, exact_pin, newest_matching, newest_per_minor,
                    releases, requirements)
 
@@ -32,7 +33,8 @@ HEADER = """\
 # Read from PyPI's JSON simple index and the wheels' METADATA (jax's cudaNN extras, the
 # plugins' with-cuda extra); the CUDA release of a variant is the matrix's cuda row whose
 # cudart is the pinned nvidia-cuda-runtime wheel. nvidia-* wheels are pinned to the newest
-# inside the plugin's ranges, on the day of the refresh.
+# inside the plugin's ranges, on the day of the refresh. `license`: SPDX, from jax's wheel
+# METADATA (envgen/matrix/refresh/licenses.py); a variant's is its nvidia-* wheels'.
 """
 WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas this CUDA "
             "release ships; the list is what that release can target, not a list of "
@@ -104,8 +106,9 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
             "confidence": "inferred", "why": "; ".join(whys)[:400]}
 
 
-def _companion(run: Run, project: str, jax_version: Version, pythons) -> str | None:
-    """The newest release of `project` whose jax requirement admits `jax_version`."""
+def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple | None:
+    """The newest release of `project` whose jax requirement admits `jax_version`, and its
+    (license, why)."""
     rels = releases(run.index.project(project))
     for ver in sorted(rels, reverse=True)[:40]:
         files = rels[ver]
@@ -115,10 +118,11 @@ def _companion(run: Run, project: str, jax_version: Version, pythons) -> str | N
         rp = wheel.get("requires-python")
         if rp and not any(SpecifierSet(rp).contains(p) for p in pythons):
             continue
-        reqs = requirements(run.index.metadata(wheel)[0], pythons[-1], f"{project} {ver}")
+        text = run.index.metadata(wheel)[0]
+        reqs = requirements(text, pythons[-1], f"{project} {ver}")
         jax_req = next((r for r in reqs if r.name.lower() == "jax"), None)
         if jax_req is not None and jax_req.specifier.contains(jax_version, prereleases=True):
-            return str(ver)
+            return str(ver), license_of(text)
     run.warn(f"{project}: no release among the newest 40 admits jax {jax_version}")
     return None
 
@@ -147,15 +151,32 @@ def derive(run: Run) -> dict:
                          "packages": {}})
         for v in variants:
             v["packages"] = {"jaxlib": str(ver), **v["packages"]}
-        companions = {p: c for p in ("flax", "optax")
-                      if (c := _companion(run, p, ver, pythons))}
+        found = {p: c for p in ("flax", "optax") if (c := _companion(run, p, ver, pythons))}
+        companions = {p: v for p, (v, _) in found.items()}
+        licenses = {p: lic for p, (_, (lic, _)) in found.items() if lic}
+        for p, (v, (lic, why)) in found.items():
+            if lic is None:
+                run.warn(f"{p} {v}: no companion license written ({why})")
         pure = next((f for f in jax_rels[ver] if f["pure"]), None)
+        license, why = license_of(run.index.metadata(pure)[0]) if pure else (
+            None, "no py3-none-any wheel")
+        if license is None:
+            run.warn(f"{what}: no license written ({why})")
         uploaded = min((f.get("upload-time") or "") for f in jax_rels[ver])
         rows.append({"framework": "jax", "version": str(ver), "released": uploaded[:7] or None,
                      "pythons": pythons,
                      "requires_python": pure.get("requires-python") if pure else None,
-                     "companions": companions, "pypi_variant": None, "variants": variants,
+                     **({"license": license} if license else {}),
+                     "companions": companions,
+                     **({"companion_licenses": licenses} if licenses else {}),
+                     "pypi_variant": None, "variants": variants,
                      "source": f"pypi:jax/{pure['filename'] if pure else ver}"})
+    found = wheel_licenses(run, {f"jax {r['version']} {v['name']}": {
+        n: p for n, p in v["packages"].items() if n.startswith("nvidia-")}
+        for r in rows for v in r["variants"] if v["cuda"]})
+    for r in rows:
+        r["variants"] = [with_license(v, found.get(f"jax {r['version']} {v['name']}"))
+                         for v in r["variants"]]
     return {"frameworks": [{"name": "jax", "package": "jax", "companions": ["flax", "optax"],
                             "smoke": "jax",
                             "source": "https://docs.jax.dev/en/latest/installation.html"}],

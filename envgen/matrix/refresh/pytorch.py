@@ -16,6 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
+from .licenses import license_of, wheel_licenses, with_license
 from .pypi import (Refused, Run, best_wheels, exact_pin, newest_matching, releases,
                    requirements)
 
@@ -66,6 +67,8 @@ HEADER = """\
 # facts; those not read from PyTorch's tagged sources say `confidence: inferred` and why.
 # For index variants that bundle cuDNN/NCCL instead of pinning nvidia-* wheels,
 # cudnn/nccl give the bundled version and packages is {}.
+# `license`: SPDX, from the wheel's METADATA (envgen/matrix/refresh/licenses.py); a
+# variant's is its nvidia-* wheels' (none for a bundled variant: no METADATA states it).
 """
 
 
@@ -156,6 +159,9 @@ def torch_release(run: Run, ver: Version, files: list[dict]) -> dict:
     pythons = sorted(best, key=Version)
     pick = best["3.11"] if "3.11" in best else best[pythons[-1]]
     metadata, how = run.index.metadata(pick)
+    license, why = license_of(metadata)
+    if license is None:
+        run.warn(f"{what}: no license written ({pick['filename']}: {why})")
     facts = nvidia_facts(run, requirements(metadata, pick["python"], what),
                          f"{what} ({pick['filename']})")
     # Cross-check: every other Linux x86_64 wheel whose PEP 658 metadata the index serves
@@ -191,11 +197,12 @@ def torch_release(run: Run, ver: Version, files: list[dict]) -> dict:
     uploaded = min((f.get("upload-time") or "") for f in files)
     return {"version": str(ver), "released": uploaded[:7] or None, "pythons": pythons,
             "wheel": pick["filename"], "requires_python": pick.get("requires-python"),
-            **facts}
+            "license": license, **facts}
 
 
 def companion_pins(run: Run, project: str, page: dict) -> dict[str, list]:
-    """torch version -> [(companion version, wheel file name)] from Requires-Dist torch==X."""
+    """torch version -> [(companion version, wheel file name, (license, why))] from
+    Requires-Dist torch==X."""
     rels = releases(page, COMPANION_FIRST[project])
 
     def one(item):
@@ -206,17 +213,18 @@ def companion_pins(run: Run, project: str, page: dict) -> dict[str, list]:
             py = f["python"]
         else:   # pure-Python or no Linux wheel: any wheel will do
             f, py = files[0], "3.11"
-        reqs = requirements(run.index.metadata(f)[0], py, f"{project} {ver}")
+        text = run.index.metadata(f)[0]
+        reqs = requirements(text, py, f"{project} {ver}")
         pins = [exact_pin(r) for r in reqs if r.name.lower() == "torch"]
-        return ver, f["filename"], [p for p in pins if p]
+        return ver, f["filename"], [p for p in pins if p], license_of(text)
 
     out: dict[str, list] = {}
     with cf.ThreadPoolExecutor(run.jobs) as ex:
-        for ver, fn, pins in ex.map(one, sorted(rels.items())):
+        for ver, fn, pins, lic in ex.map(one, sorted(rels.items())):
             if not pins:
                 run.warn(f"{project} {ver}: no torch==X pin in {fn}")
                 continue
-            out.setdefault(pins[0], []).append((ver, fn))
+            out.setdefault(pins[0], []).append((ver, fn, lic))
     return out
 
 
@@ -254,7 +262,8 @@ def _with_confidence(entry: dict, whys: list[str]) -> dict:
     return out
 
 
-def build_release(run: Run, rel: dict, comp: dict, table: dict) -> dict:
+def build_release(run: Run, rel: dict, comp: dict, table: dict,
+                  unlicensed: dict) -> dict:
     v = rel["version"]
     hand = table["releases"].get(v)
     if hand is None:
@@ -309,20 +318,50 @@ def build_release(run: Run, rel: dict, comp: dict, table: dict) -> dict:
         return (1, -int(e["name"][2:]))
     variants.sort(key=order)
 
-    companions = {}
+    companions, licenses = {}, {}
     for project in ("torchvision", "torchaudio"):
         hits = comp[project].get(v, [])
         if len(hits) > 1:
             run.warn(f"torch {v}: several {project} releases pin it: "
                      f"{[str(h[0]) for h in hits]}; taking the newest")
         if hits:
-            companions[project] = str(max(hits)[0])
+            ver, fn, (lic, why) = max(hits, key=lambda h: h[0])
+            companions[project] = str(ver)
+            if lic:
+                licenses[project] = lic
+            else:
+                unlicensed.setdefault((project, why), []).append(str(ver))
         else:
             run.warn(f"torch {v}: no {project} release on the index pins torch=={v}")
     return {"framework": "pytorch", "version": v, "released": rel["released"],
             "pythons": rel["pythons"], "requires_python": rel["requires_python"],
-            "companions": companions, "pypi_variant": pypi_name,
-            "variants": variants, "source": f"pypi:torch/{rel['wheel']}"}
+            **({"license": rel["license"]} if rel["license"] else {}),
+            "companions": companions,
+            **({"companion_licenses": licenses} if licenses else {}),
+            "pypi_variant": pypi_name, "variants": variants,
+            "source": f"pypi:torch/{rel['wheel']}"}
+
+
+def add_variant_licenses(run: Run, rows: list[dict]) -> None:
+    """Each CUDA variant's `license`: the licences its nvidia-* wheels' METADATA states. A
+    bundled variant (the CUDA libraries inside download.pytorch.org's torch wheel) pins
+    none, and no METADATA states theirs: it gets none, with a warning."""
+    pins, bundled = {}, []
+    for r in rows:
+        for var in r["variants"]:
+            what = f"torch {r['version']} {var['name']}"
+            nvidia = {n: p for n, p in var["packages"].items() if n.startswith("nvidia-")}
+            if nvidia:
+                pins[what] = nvidia
+            elif var["cuda"]:
+                bundled.append(what)
+    if bundled:
+        run.warn(f"no license written for {', '.join(bundled)}: they bundle their CUDA "
+                 f"libraries, and no METADATA states those libraries' licence")
+    found = wheel_licenses(run, pins)
+    for r in rows:
+        r["variants"] = [with_license(var, found.get(f"torch {r['version']} {var['name']}"))
+                         for var in r["variants"]]
 
 
 # ---- the whole file ----------------------------------------------------------------------
@@ -342,7 +381,12 @@ def derive(run: Run) -> dict:
                      for p in ("torchvision", "torchaudio")}
         rels = {v: f.result() for v, f in futs.items()}
         comp = {p: f.result() for p, f in comp_futs.items()}
-    out_rels = [build_release(run, rels[v], comp, table) for v in sorted(rels)]
+    unlicensed: dict[tuple[str, str], list[str]] = {}
+    out_rels = [build_release(run, rels[v], comp, table, unlicensed) for v in sorted(rels)]
+    for (project, why), versions in sorted(unlicensed.items()):
+        shown = ", ".join(sorted(set(versions), key=Version))
+        run.warn(f"{project} {shown}: no companion license written ({why})")
+    add_variant_licenses(run, out_rels)
     unknown = set(table["releases"]) - {str(v) for v in rels}
     if unknown:
         run.warn(f"{VARIANTS_FILE.name} lists releases the index does not have: "

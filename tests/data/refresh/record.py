@@ -1,6 +1,7 @@
 """Record the slice of PyPI that tests/test_matrix_refresh.py replays: the PEP 691 pages of
-torch, torchvision and torchaudio cut down to a few releases, and the METADATA of each kept
-wheel (read with range requests, as `envgen matrix refresh` does).
+torch, torchvision and torchaudio cut down to a few releases, the nvidia-* wheels their
+variants pin in matrices/pytorch.yaml (whose METADATA gives the variants' licences), and the
+METADATA of each kept wheel (read with range requests, as `envgen matrix refresh` does).
 
     .venv/bin/python tests/data/refresh/record.py     # rewrites recorded.json beside it
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
@@ -23,6 +26,20 @@ KEEP = {"torch": {"2.4.1", "2.5.1", "2.6.0"}, "torchvision": {"0.19.1", "0.20.1"
 # every Linux x86_64 CPython wheel (the Python versions are derived from them), and one
 # macOS wheel per release (which the refresh must pass over)
 TAGS = ("x86_64.whl", "cp311-none-macosx", "py3-none-any.whl")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def nvidia_pins() -> dict[str, set[str]]:
+    """The nvidia-* wheels the kept torch releases' variants pin, as the matrix lists them."""
+    out: dict[str, set[str]] = {}
+    doc = yaml.safe_load((ROOT / "matrices" / "pytorch.yaml").read_text())
+    for r in doc["framework_releases"]:
+        if r["version"] in KEEP["torch"]:
+            for v in r["variants"]:
+                for name, version in v["packages"].items():
+                    if name.startswith("nvidia-"):
+                        out.setdefault(name, set()).add(version)
+    return out
 FIELDS = ("filename", "size", "upload-time", "requires-python", "yanked", "hashes")
 
 
@@ -30,7 +47,7 @@ def main() -> int:
     index = Index()
     out = {"source": "https://pypi.org/simple (PEP 691 JSON), recorded by this script",
            "projects": {}, "metadata": {}}
-    for project, versions in KEEP.items():
+    for project, versions in {**KEEP, **nvidia_pins()}.items():
         page = index.project(project)
         files = []
         for f in page["files"]:
