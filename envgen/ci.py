@@ -20,13 +20,14 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from .build import CA_BUNDLE, default_tag
-from .errors import InputError
+from .errors import InputError, shown
 from .model import Stack
 from .registry import parse_repository
 from .render.views import image_labels
 
 DEFAULT_STACKS = ("pytorch-cu121", "pytorch-cu126", "pytorch-cu128")
-GPU_RUNNER = ["self-hosted", "gpu"]
+GPU_RUNNER = ("self-hosted", "gpu")
+_RUNNER_LABEL = re.compile(r"[A-Za-z0-9._-]{1,256}")
 CONTEXT_ROOT = "envgen-contexts"
 DIST_NAME = "envgen-gpu"
 # The one GitHub expression --registry may carry. The owner is lowercased in a step, since
@@ -41,6 +42,20 @@ _HASHED_SOURCE = re.compile(rf"{DIST_NAME}==(?P<version>[0-9A-Za-z.+!_-]+)"
                             r"(?: --hash=sha256:[0-9a-f]{64})+")
 _SOURCE_FORMS = (f"git+https://HOST/PATH@<40-hex commit> or "
                  f"'{DIST_NAME}==VERSION --hash=sha256:<64 hex>'")
+
+# The current major of every action the workflows use, as each one's README and release tags
+# gave it (read 2026-07 from the repositories on GitHub): actions/checkout v7 (v7.0.1,
+# 2026-07-17), actions/setup-python v7 (v7.0.0, 2026-07-19), actions/upload-artifact v7
+# (v7.0.0, 2026-02-25), actions/download-artifact v8 (v8.0.1, 2026-03-11),
+# docker/login-action v4 (v4.1.0, 2026-04-02), peter-evans/create-pull-request v8 (v8.1.1,
+# 2026-04-10). Every one runs on Node 24, so a self-hosted runner needs Actions Runner
+# 2.327.1 or newer. The inputs used here are unchanged since the previous majors.
+CHECKOUT = "actions/checkout@v7"
+SETUP_PYTHON = "actions/setup-python@v7"
+UPLOAD_ARTIFACT = "actions/upload-artifact@v7"
+DOWNLOAD_ARTIFACT = "actions/download-artifact@v8"
+DOCKER_LOGIN = "docker/login-action@v4"
+CREATE_PULL_REQUEST = "peter-evans/create-pull-request@v8"
 
 
 def default_specs(stack_names: list[str]) -> list[str]:
@@ -196,8 +211,30 @@ def _login(host: str | None) -> dict:
     else:
         creds = {"username": "${{ secrets.ENVGEN_REGISTRY_USER }}",
                  "password": "${{ secrets.ENVGEN_REGISTRY_PASSWORD }}"}
-    return {"name": "Log in to the registry", "uses": "docker/login-action@v3",
+    return {"name": "Log in to the registry", "uses": DOCKER_LOGIN,
             "with": {**({"registry": host} if host else {}), **creds}}
+
+
+# ---- the GPU runner -----------------------------------------------------------------------
+
+def gpu_runner_labels(given: object) -> list[str]:
+    """The `runs-on` labels of the GPU job: GPU_RUNNER when `given` is None, else every
+    label of `given` (a string or a list of them, each possibly comma-separated), in order,
+    once. A label reaches the YAML as it is, so anything but a plain label is refused."""
+    if given is None:
+        return list(GPU_RUNNER)
+    items = [given] if isinstance(given, str) else given
+    if not isinstance(items, (list, tuple)) or not items:
+        raise InputError("--gpu-runner needs a runner label, e.g. --gpu-runner self-hosted,gpu")
+    labels: list[str] = []
+    for item in items:
+        for label in item.split(",") if isinstance(item, str) else [item]:
+            if not isinstance(label, str) or not _RUNNER_LABEL.fullmatch(label):
+                raise InputError(f"--gpu-runner {shown(label, 60)} is not a plain runner label "
+                                 f"(letters, digits, '.', '_' and '-', at most 256)")
+            if label not in labels:
+                labels.append(label)
+    return labels
 
 
 # ---- the workflow -------------------------------------------------------------------------
@@ -235,26 +272,33 @@ _READ_PINNED = ('import json, re, sys; (e,) = json.load(open(sys.argv[1]))["stac
                 'else sys.exit("no image pinned by digest in " + sys.argv[1])')
 
 
+# The build job keeps envgen's files (build logs, certificates, contexts) in the runner's
+# temporary folder, so the log a failed build leaves has a path the upload step can name.
+_HOME_RUN = 'echo "ENVGEN_HOME=$RUNNER_TEMP/envgen" >> "$GITHUB_ENV"'
+_BUILD_LOGS = "${{ runner.temp }}/envgen/logs/"
+
+
 def github_workflow(specs: list[str], envgen_source: str | None = None,
-                    registry: str | None = None) -> str:
+                    registry: str | None = None, gpu_runner: object = None) -> str:
     """The workflow for `specs`. `envgen_source` is validated (None: the running envgen's own
-    pin); `registry` is the repository images are pushed to (None: DEFAULT_REGISTRY)."""
+    pin); `registry` is the repository images are pushed to (None: DEFAULT_REGISTRY);
+    `gpu_runner` the GPU job's runner labels (None: GPU_RUNNER; see gpu_runner_labels)."""
+    runner = gpu_runner_labels(gpu_runner)
     install = {"name": "Install envgen (pinned)",
                "run": _install_run(pick_envgen_source(envgen_source))}
     repository = _repository(registry)
     host = _host(repository)
     ghcr = host == "ghcr.io"
-    python = {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}}
-    checkout = {"uses": "actions/checkout@v4"}
+    python = {"uses": SETUP_PYTHON, "with": {"python-version": "3.11"}}
+    checkout = {"uses": CHECKOUT}
     login = _login(host)
     not_on_pr = "github.event_name != 'pull_request'"
     keys = _keys(specs)
-    strategy = {"fail-fast": False,
-                "matrix": {"stack": list(specs),
-                           "include": [{"stack": s, "key": k} for s, k in zip(specs, keys)]}}
+    include = [{"stack": s, "key": k} for s, k in zip(specs, keys, strict=True)]
+    strategy = {"fail-fast": False, "matrix": {"stack": list(specs), "include": include}}
     per_stack = {"ENVGEN_STACK": "${{ matrix.stack }}", "ENVGEN_KEY": "${{ matrix.key }}"}
     lock_file = '"envgen-$ENVGEN_KEY.lock"'
-    upload = {"uses": "actions/upload-artifact@v4",
+    upload = {"uses": UPLOAD_ARTIFACT,
               "with": {"path": "envgen-${{ matrix.key }}.lock", "if-no-files-found": "error"}}
     pull = {"permissions": {"contents": "read", "packages": "read"}} if ghcr else {}
 
@@ -267,10 +311,15 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "env": per_stack,
         "steps": [
             checkout, python, install,
+            {"name": "envgen's files in the job's temporary folder", "run": _HOME_RUN},
             {"name": "mmdebstrap (envgen's local Debian bases)",
              "run": "sudo apt-get update -q && sudo apt-get install -y -q mmdebstrap"},
             {"name": "Build and certify on the CPU",
              "run": 'envgen build "$ENVGEN_STACK" --certify --gpus none --json'},
+            _when("failure()", {   # right after the build: only its failure uploads it
+                "name": "Upload the build log", "uses": UPLOAD_ARTIFACT,
+                "with": {"name": "envgen-build-log-${{ matrix.key }}", "path": _BUILD_LOGS,
+                         "if-no-files-found": "ignore"}}),
             *([_when(not_on_pr, {"name": "Repository (the owner in lowercase)",
                                  "run": _DEFAULT_REPOSITORY_RUN})] if repository is None else []),
             _when(not_on_pr, login),
@@ -286,15 +335,14 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "name": "certify ${{ matrix.stack }} on a GPU",
         "needs": "build",
         "if": not_on_pr,   # never run a pull request's code on the self-hosted runner
-        "runs-on": GPU_RUNNER,
+        "runs-on": runner,
         "timeout-minutes": 60,
         **pull,
         "strategy": {**strategy, "max-parallel": 1},
         "env": per_stack,
         "steps": [
             python, install, login,
-            {"uses": "actions/download-artifact@v4",
-             "with": {"name": "envgen-cpu-${{ matrix.key }}"}},
+            {"uses": DOWNLOAD_ARTIFACT, "with": {"name": "envgen-cpu-${{ matrix.key }}"}},
             {"name": "Verify: pull by digest, check image ID, certificate and closure",
              "run": f"envgen verify {lock_file} --json"},
             {"name": "The pinned image",
@@ -315,11 +363,11 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "timeout-minutes": 15,
         "steps": [
             python, install,
-            {"uses": "actions/download-artifact@v4",
+            {"uses": DOWNLOAD_ARTIFACT,
              "with": {"pattern": "envgen-gpu-*", "path": "locks", "merge-multiple": True}},
             {"name": "Merge", "run": "envgen lock --merge locks/envgen-*.lock -o envgen.lock"
                                      " --json"},
-            {"uses": "actions/upload-artifact@v4",
+            {"uses": UPLOAD_ARTIFACT,
              "with": {"name": "envgen.lock", "path": "envgen.lock",
                       "if-no-files-found": "error"}},
         ],
@@ -341,6 +389,11 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "name": "envgen",
         "on": {"push": {"branches": ["main"]}, "pull_request": {}, "workflow_dispatch": {}},
         "permissions": {"contents": "read"},
+        # One run per branch or pull request at a time; a newer push to a pull request
+        # cancels the run it supersedes, while a push to main waits for the one before it
+        # (an interrupted push or lock would leave a half-certified set).
+        "concurrency": {"group": "${{ github.workflow }}-${{ github.ref }}",
+                        "cancel-in-progress": "${{ github.event_name == 'pull_request' }}"},
         **({"env": {"ENVGEN_REPOSITORY": repository}} if repository else {}),
         "defaults": {"run": {"shell": "bash"}},
         "jobs": {"build": build, "certify-gpu": certify_gpu, "lock": lock, "verify": verify},
@@ -398,8 +451,8 @@ def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices")
         "timeout-minutes": 30,
         "permissions": {"contents": "write", "pull-requests": "write"},
         "steps": [
-            {"uses": "actions/checkout@v4"},
-            {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+            {"uses": CHECKOUT},
+            {"uses": SETUP_PYTHON, "with": {"python-version": "3.11"}},
             install,
             {"name": "Refresh the matrix and the closures",
              "run": f"envgen --matrix {shlex.quote(folder)} matrix refresh > {text}"
@@ -408,7 +461,7 @@ def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices")
             {"name": "Validate the refreshed matrix",
              "run": f"envgen --matrix {shlex.quote(folder)} matrix validate"},
             {"name": "Open or update the pull request",
-             "uses": "peter-evans/create-pull-request@v7",
+             "uses": CREATE_PULL_REQUEST,
              "with": {"branch": REFRESH_BRANCH, "delete-branch": True,
                       "add-paths": f"{folder}/**",
                       "commit-message": "matrix: refresh from the package index",
@@ -420,6 +473,8 @@ def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices")
         "name": "envgen matrix refresh",
         "on": {"schedule": [{"cron": "23 5 * * 1"}], "workflow_dispatch": {}},
         "permissions": {"contents": "read"},
+        # One group for the whole workflow, not per ref: every run, from any ref, pushes the
+        # same pull-request branch. A run is never cancelled halfway through its push.
         "concurrency": {"group": "envgen-matrix-refresh", "cancel-in-progress": False},
         "defaults": {"run": {"shell": "bash"}},
         "jobs": {"refresh": refresh},

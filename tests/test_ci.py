@@ -61,7 +61,7 @@ def test_build_certifies_on_the_cpu_pushes_by_digest_and_uploads_the_stack_lock(
         r.index('envgen lock "$ENVGEN_STACK" --push "$ENVGEN_REPOSITORY" '
                 '-o "envgen-$ENVGEN_KEY.lock" --json')
     upload = build["steps"][-1]
-    assert upload["uses"] == "actions/upload-artifact@v4"
+    assert upload["uses"] == ci.UPLOAD_ARTIFACT
     assert upload["with"]["name"] == "envgen-cpu-${{ matrix.key }}"
     assert upload["with"]["path"] == "envgen-${{ matrix.key }}.lock"
 
@@ -69,7 +69,7 @@ def test_build_certifies_on_the_cpu_pushes_by_digest_and_uploads_the_stack_lock(
 def test_the_gpu_job_verifies_the_pushed_image_then_certifies_it_by_digest():
     gpu = workflow(["pytorch-cu121"])["jobs"]["certify-gpu"]
     steps = gpu["steps"]
-    download = next(s for s in steps if s.get("uses") == "actions/download-artifact@v4")
+    download = next(s for s in steps if s.get("uses") == ci.DOWNLOAD_ARTIFACT)
     assert download["with"]["name"] == "envgen-cpu-${{ matrix.key }}"
     r = runs(gpu)
     assert r.index('envgen verify "envgen-$ENVGEN_KEY.lock" --json') < \
@@ -97,7 +97,7 @@ def test_lock_merges_the_gpu_locks_and_never_runs_on_pull_requests():
     jobs = workflow(["pytorch-cu121"])["jobs"]
     lock = jobs["lock"]
     assert lock["if"] == jobs["certify-gpu"]["if"] == "github.event_name != 'pull_request'"
-    download = next(s for s in lock["steps"] if s.get("uses") == "actions/download-artifact@v4")
+    download = next(s for s in lock["steps"] if s.get("uses") == ci.DOWNLOAD_ARTIFACT)
     assert download["with"] == {"pattern": "envgen-gpu-*", "path": "locks",
                                 "merge-multiple": True}
     assert "envgen lock --merge locks/envgen-*.lock -o envgen.lock --json" in runs(lock)
@@ -110,7 +110,7 @@ def test_a_pull_request_builds_on_the_cpu_but_pushes_nothing():
     guarded = {s.get("name") or s.get("uses"): s.get("if") for s in build["steps"]}
     assert guarded["Build and certify on the CPU"] is None
     for name in ("Log in to the registry", "Push by digest and lock",
-                 "actions/upload-artifact@v4"):
+                 ci.UPLOAD_ARTIFACT):
         assert guarded[name] == "github.event_name != 'pull_request'"
 
 
@@ -120,7 +120,7 @@ def test_pull_requests_verify_the_committed_lock_on_a_hosted_runner():
     assert "if" not in verify                            # pull requests included
     step = next(s for s in verify["steps"] if s.get("run") == "envgen verify envgen.lock --json")
     assert step["if"] == "hashFiles('envgen.lock') != ''"
-    assert verify["steps"][0]["uses"] == "actions/checkout@v4"
+    assert verify["steps"][0]["uses"] == ci.CHECKOUT
 
 
 def test_specs_reach_run_lines_through_the_environment_with_a_safe_key():
@@ -267,7 +267,7 @@ def test_the_default_registry_is_ghcr_with_the_owner_lowercased_and_the_job_toke
         assert w["jobs"][name]["permissions"]["packages"] == "read"
     assert 'ENVGEN_REPOSITORY=ghcr.io/${GITHUB_REPOSITORY_OWNER,,}/envgen' in \
         "\n".join(runs(build))
-    login = next(s for s in build["steps"] if s.get("uses") == "docker/login-action@v3")
+    login = next(s for s in build["steps"] if s.get("uses") == ci.DOCKER_LOGIN)
     assert login["with"] == {"registry": "ghcr.io", "username": "${{ github.actor }}",
                              "password": "${{ secrets.GITHUB_TOKEN }}"}
     assert w["defaults"]["run"]["shell"] == "bash"          # ${VAR,,} is bash
@@ -278,7 +278,7 @@ def test_another_registry_logs_in_with_the_team_secrets():
     assert w["env"]["ENVGEN_REPOSITORY"] == "registry.example.com:5000/team/envgen"
     build = w["jobs"]["build"]
     assert "permissions" not in build
-    login = next(s for s in build["steps"] if s.get("uses") == "docker/login-action@v3")
+    login = next(s for s in build["steps"] if s.get("uses") == ci.DOCKER_LOGIN)
     assert login["with"] == {"registry": "registry.example.com:5000",
                              "username": "${{ secrets.ENVGEN_REGISTRY_USER }}",
                              "password": "${{ secrets.ENVGEN_REGISTRY_PASSWORD }}"}
@@ -294,7 +294,7 @@ def test_a_literal_ghcr_repository_uses_the_job_token():
 def test_docker_hub_logs_in_without_a_registry_host():
     w = workflow(["pytorch-cu121"], registry="myorg/envgen")
     login = next(s for s in w["jobs"]["build"]["steps"]
-                 if s.get("uses") == "docker/login-action@v3")
+                 if s.get("uses") == ci.DOCKER_LOGIN)
     assert "registry" not in login["with"]
 
 
@@ -438,3 +438,226 @@ def test_cli_ci_github_refresh(capsys, monkeypatch):
     assert list(w["jobs"]) == ["refresh"]
     assert main(["ci", "github", "pytorch-cu121", "--refresh"]) == 2
     assert "--refresh" in capsys.readouterr().err
+
+
+# ---- conventions: timeouts, concurrency, the GPU runner, action versions, build logs ------
+
+def both_workflows(**kw):
+    return {"main": workflow(["pytorch-cu121", "torch>=2.4,python=3.11"], **kw),
+            "refresh": refresh_workflow()}
+
+
+def uses(w):
+    return {s["uses"] for j in w["jobs"].values() for s in j["steps"] if "uses" in s}
+
+
+def test_every_job_of_both_workflows_has_a_timeout_build_and_certify_longest():
+    for name, w in both_workflows().items():
+        for job, j in w["jobs"].items():
+            assert isinstance(j["timeout-minutes"], int) and j["timeout-minutes"] > 0, (name, job)
+    jobs = workflow(["pytorch-cu121"])["jobs"]
+    assert jobs["lock"]["timeout-minutes"] < jobs["certify-gpu"]["timeout-minutes"] <= \
+        jobs["build"]["timeout-minutes"]
+
+
+def test_a_newer_run_cancels_only_a_pull_requests_older_run():
+    w = workflow(["pytorch-cu121"])
+    assert w["concurrency"] == {"group": "${{ github.workflow }}-${{ github.ref }}",
+                                "cancel-in-progress": "${{ github.event_name == 'pull_request' }}"}
+    # the refresh runs all push one branch: one group whatever the ref, never cancelled
+    assert refresh_workflow()["concurrency"] == {"group": "envgen-matrix-refresh",
+                                                 "cancel-in-progress": False}
+
+
+def test_every_action_is_at_its_current_major():
+    current = {ci.CHECKOUT, ci.SETUP_PYTHON, ci.UPLOAD_ARTIFACT, ci.DOWNLOAD_ARTIFACT,
+               ci.DOCKER_LOGIN, ci.CREATE_PULL_REQUEST}
+    assert current == {"actions/checkout@v7", "actions/setup-python@v7",
+                       "actions/upload-artifact@v7", "actions/download-artifact@v8",
+                       "docker/login-action@v4", "peter-evans/create-pull-request@v8"}
+    for w in both_workflows().values():
+        assert uses(w) <= current
+
+
+def test_a_failed_build_uploads_its_log_from_the_folder_envgen_writes_it_to(monkeypatch):
+    from envgen import state
+    steps = workflow(["pytorch-cu121"])["jobs"]["build"]["steps"]
+    names = [s.get("name") for s in steps]
+    home = steps[names.index("envgen's files in the job's temporary folder")]["run"]
+    assert home == 'echo "ENVGEN_HOME=$RUNNER_TEMP/envgen" >> "$GITHUB_ENV"'
+    build = names.index("Build and certify on the CPU")
+    assert names.index("envgen's files in the job's temporary folder") < build
+    log = steps[build + 1]
+    assert (log["name"], log["if"], log["uses"]) == ("Upload the build log", "failure()",
+                                                     ci.UPLOAD_ARTIFACT)
+    assert log["with"]["name"] == "envgen-build-log-${{ matrix.key }}"
+    # the path it uploads is the one envgen's build writes its logs under
+    monkeypatch.setenv("ENVGEN_HOME", "/runner/temp/envgen")
+    assert log["with"]["path"] == "${{ runner.temp }}/envgen/logs/"
+    assert log["with"]["path"].replace("${{ runner.temp }}", "/runner/temp") == \
+        f"{state.logs_dir()}/"
+    # a later step that fails (the push) is not the build's: it uploads nothing
+    assert all(s.get("if") != "failure()" for s in steps[build + 2:])
+
+
+def test_the_gpu_runner_labels_default_repeat_and_split_on_commas():
+    assert workflow(["pytorch-cu121"])["jobs"]["certify-gpu"]["runs-on"] == ["self-hosted",
+                                                                             "gpu"]
+    w = workflow(["pytorch-cu121"], gpu_runner=["self-hosted,linux", "h200", "linux"])
+    assert w["jobs"]["certify-gpu"]["runs-on"] == ["self-hosted", "linux", "h200"]
+    assert w["jobs"]["build"]["runs-on"] == "ubuntu-latest"
+    assert ci.gpu_runner_labels("gpu-a100.x_1") == ["gpu-a100.x_1"]
+
+
+@pytest.mark.parametrize("label", ["", "a,,b", "gpu,", "self-hosted, gpu", "gpu\nx", "gpu:",
+                                   "${{ github.actor }}", "[gpu]", "a b", "é", "{x: 1}",
+                                   "x" * 257, "'gpu'", "gpu#1"])
+def test_a_gpu_runner_label_that_is_not_plain_is_refused(label):
+    with pytest.raises(InputError) as e:
+        ci.github_workflow(["pytorch-cu121"], envgen_source=GIT, gpu_runner=[label])
+    assert e.value.exit_code == 2 and e.value.message.startswith("--gpu-runner ")
+
+
+def test_cli_passes_the_gpu_runner_labels_and_refuses_a_bad_one(capsys):
+    assert main(["ci", "github", "--envgen-source", GIT, "--gpu-runner", "self-hosted,h200",
+                 "--gpu-runner", "linux"]) == 0
+    w = yaml.safe_load(capsys.readouterr().out)
+    assert w["jobs"]["certify-gpu"]["runs-on"] == ["self-hosted", "h200", "linux"]
+    assert main(["ci", "github", "--envgen-source", GIT, "--gpu-runner", "gpu\n- evil"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "--gpu-runner 'gpu\\n- evil' is not a plain runner label" in out.err
+    assert "Traceback" not in out.err
+
+
+@pytest.mark.parametrize("argv", [["ci", "bake", "--gpu-runner", "gpu"],
+                                  ["ci", "github", "--refresh", "--gpu-runner", "gpu"],
+                                  ["ci", "devcontainer", "pytorch-cu121", "--gpu-runner", "gpu"],
+                                  ["ci", "github", "--lock", "envgen.lock"]])
+def test_cli_refuses_a_flag_that_does_not_go_with_the_kind(capsys, argv):
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and ("--gpu-runner" in out.err or "--lock" in out.err)
+
+
+# ---- the real linters: actionlint and the workflow JSON schema ----------------------------
+
+def linter(name: str, extra: str) -> str:
+    """The linter's command, from this venv or PATH; the test is skipped without it."""
+    import shutil
+    import sys
+    from pathlib import Path
+    here = Path(sys.executable).with_name(name)
+    found = str(here) if here.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed: .venv/bin/pip install -e '.[{extra}]'")
+    return found
+
+
+TOOLS = ("actionlint", "vendor.github-workflows", "custom.github-workflows-require-timeout")
+
+
+def lint(tool, path, labels=("gpu",)):
+    """Run `tool` on the workflow at `path`: actionlint (told the self-hosted runner's custom
+    labels, as a team's .github/actionlint.yaml would tell it), or check-jsonschema with one
+    of its bundled schemas (no network)."""
+    if tool == "actionlint":
+        config = path.parent / "actionlint.yaml"
+        config.write_text(yaml.safe_dump({"self-hosted-runner": {"labels": list(labels)}}))
+        argv = [linter("actionlint", "actionlint"), "-no-color", "-config-file", str(config),
+                str(path)]
+    else:
+        argv = [linter("check-jsonschema", "test"), "--builtin-schema", tool, str(path)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def write_workflow(tmp_path, text, name="envgen.yml"):
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return folder / name
+
+
+LINTED = {
+    "the default stacks": dict(specs=["pytorch-cu121", "pytorch-cu126", "pytorch-cu128"]),
+    "one stack, hashed source": dict(specs=["pytorch-cpu"], envgen_source=HASHED),
+    "a spec with odd characters": dict(specs=["torch>=2.4,python=3.11", "jax-cuda12"]),
+    "another registry": dict(specs=["pytorch-cu121"],
+                             registry="registry.example.com:5000/team/envgen"),
+    "Docker Hub": dict(specs=["pytorch-cu128", "lightning-cu128"], registry="myorg/envgen"),
+    "a literal ghcr repository": dict(specs=["pytorch-cu121"], registry="ghcr.io/my-org/envgen"),
+    "GPU runner labels": dict(specs=["pytorch-cu121"], gpu_runner=["self-hosted,linux,h200"]),
+    "a hosted GPU label": dict(specs=["pytorch-cu121"], gpu_runner=["gpu-h100.8x"],
+                               registry="registry.example.com/team"),
+}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("case", LINTED, ids=list(LINTED))
+def test_the_workflow_passes_actionlint_and_the_workflow_schemas(tmp_path, case, tool):
+    kw = dict(LINTED[case])
+    specs = kw.pop("specs")
+    source = kw.pop("envgen_source", GIT)
+    labels = [label for item in kw.get("gpu_runner") or ["gpu"] for label in item.split(",")]
+    path = write_workflow(tmp_path, ci.github_workflow(specs, envgen_source=source, **kw))
+    r = lint(tool, path, labels)
+    assert r.returncode == 0, f"{tool}: {r.stdout}{r.stderr}"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("folder", ["matrices", "team/matrix"])
+def test_the_refresh_workflow_passes_actionlint_and_the_workflow_schemas(tmp_path, folder,
+                                                                         tool):
+    path = write_workflow(tmp_path, ci.refresh_workflow(envgen_source=GIT, folder=folder),
+                          "envgen-refresh.yml")
+    r = lint(tool, path)
+    assert r.returncode == 0, f"{tool}: {r.stdout}{r.stderr}"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_the_cli_output_passes_the_linters(tmp_path, capsys, tool):
+    assert main(["ci", "github", "--envgen-source", GIT, "--gpu-runner", "h200"]) == 0
+    path = write_workflow(tmp_path, capsys.readouterr().out)
+    r = lint(tool, path, labels=["h200"])
+    assert r.returncode == 0, f"{tool}: {r.stdout}{r.stderr}"
+
+
+def broken_workflow() -> dict:
+    """The generated workflow broken three ways each linter here catches."""
+    w = workflow(["pytorch-cu121"])
+    w["jobs"]["build"]["timeout-minutes"] = "two hours"          # not a number
+    w["jobs"]["lock"]["needs"] = "no-such-job"                  # a job that does not exist
+    w["jobs"]["verify"]["steps"].append({"run": "true", "uses": ci.CHECKOUT})  # run and uses
+    return w
+
+
+def dump(w) -> str:
+    return yaml.dump(w, Dumper=ci._NoAliases, sort_keys=False, width=1000)
+
+
+@pytest.mark.parametrize("tool", TOOLS[:2])
+def test_the_linters_fail_a_broken_workflow(tmp_path, tool):
+    """The checks above can fail: the workflow, broken, is refused."""
+    r = lint(tool, write_workflow(tmp_path, dump(broken_workflow())))
+    assert r.returncode != 0, r.stdout
+    if tool == "actionlint":
+        assert "no-such-job" in r.stdout
+
+
+def test_a_job_without_a_timeout_fails_the_timeout_schema_alone(tmp_path):
+    w = workflow(["pytorch-cu121"])
+    del w["jobs"]["lock"]["timeout-minutes"]
+    path = write_workflow(tmp_path, dump(w))
+    assert lint("vendor.github-workflows", path).returncode == 0
+    r = lint("custom.github-workflows-require-timeout", path)
+    assert r.returncode != 0 and "timeout-minutes" in r.stdout
+
+
+def test_the_team_workflow_doc_shows_what_envgen_prints(capsys):
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "team-workflow.md").read_text()
+    shown_yaml = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert shown_yaml == ci.github_workflow(["pytorch-cu121", "pytorch-cu128"],
+                                            envgen_source=GIT)
+    shown_json = doc.split("```json\n", 1)[1].split("```", 1)[0]
+    assert main(["ci", "devcontainer", "pytorch-cu121"]) == 0
+    assert shown_json == capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""`envgen ci github|bake [SPEC…]`: print a GitHub Actions workflow or a docker-bake.json."""
+"""`envgen ci github|bake|devcontainer [SPEC…]`: print a GitHub Actions workflow, a
+docker-bake.json or a devcontainer.json."""
 from __future__ import annotations
 
 import sys
@@ -9,19 +10,52 @@ from ._common import load_matrix_for, resolve_for
 
 
 def run(args) -> int:
-    if getattr(args, "refresh", False):
+    if args.gpu_runner is not None and (args.kind != "github" or args.refresh):
+        raise InputError("--gpu-runner names the runner of the GPU certification job: it goes "
+                         "with `ci github` (not with --refresh)")
+    if args.lock is not None and args.kind != "devcontainer":
+        raise InputError("--lock goes with `ci devcontainer`: it takes the image pinned there")
+    if args.refresh:
         if args.kind != "github" or args.specs or args.registry:
             raise InputError("--refresh prints the scheduled matrix-refresh workflow: it goes "
                              "with `ci github` alone (no SPEC, no --registry)")
         sys.stdout.write(ci.refresh_workflow(envgen_source=args.envgen_source,
                                              folder=args.matrix or "matrices"))
         return 0
+    if args.kind == "devcontainer":
+        return _devcontainer(args)
+    # Every input is checked before anything is printed: the labels, then each spec.
+    gpu_runner = ci.gpu_runner_labels(args.gpu_runner) if args.kind == "github" else None
     m = load_matrix_for(args)
     specs = list(args.specs) or ci.default_specs(m.stack_names())
     stacks = [resolve_for(args, m, s) for s in specs]   # a bad spec is exit 2 before printing
     if args.kind == "github":
         sys.stdout.write(ci.github_workflow(specs, envgen_source=args.envgen_source,
-                                            registry=args.registry))
+                                            registry=args.registry, gpu_runner=gpu_runner))
         return 0
     sys.stdout.write(ci.bake(stacks))
+    return 0
+
+
+def _devcontainer(args) -> int:
+    from .. import devcontainer as dc
+    from ..build import default_tag
+    from ..lockfile import read_lock
+    if len(args.specs) != 1:
+        raise InputError(f"`ci devcontainer` takes exactly one SPEC (the stack to develop "
+                         f"in), not {len(args.specs)}")
+    if args.envgen_source is not None:
+        raise InputError("--envgen-source goes with `ci github`: a dev container runs the "
+                         "image, not envgen")
+    if args.registry is not None and args.lock is not None:
+        raise InputError("give --registry (the pushed tag) or --lock (the pinned digest), "
+                         "not both")
+    stack = resolve_for(args, load_matrix_for(args), args.specs[0])
+    if args.lock is not None:
+        stack, image = dc.from_lock(read_lock(args.lock), stack.stack, args.lock)
+    elif args.registry is not None:
+        image = dc.pushed_reference(stack, args.registry)
+    else:
+        image = default_tag(stack)
+    sys.stdout.write(dc.devcontainer(stack, image))
     return 0

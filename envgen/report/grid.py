@@ -1,0 +1,223 @@
+"""The report's grid: every stack of the matrix on every driver branch, for any GPU and for
+each GPU of a fleet, decided by the verdicts `envgen diff` uses (diff.verdict and
+compat.kernels_for); nothing here judges a driver itself. Pure: the caller passes the
+matrix, the resolved stacks, the fleet's hosts and the certificates; nothing is read or
+written here."""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .. import __version__
+from ..compat import FORWARD, MINOR, NATIVE, kernels_for
+from ..diff import CAVEATS, FleetHost, branch, fleet_report, verdict
+from ..matrix import Matrix
+from ..model import V, Gpu, Stack
+
+# A cell's state: its symbol, the short word in the cell, and the legend's sentence.
+STATES = {
+    "native": ("✓", "native", "runs natively: the driver is at least the one its CUDA "
+                              "ships with"),
+    "ptx": ("✓", "PTX JIT", "runs natively, but the GPU's kernels are JIT-compiled from PTX "
+                            "at first start (slow first run)"),
+    "cpu": ("✓", "CPU", "a CPU build: needs no driver"),
+    "minor": ("≈", "minor", "runs through CUDA minor-version compatibility: no PTX JIT, "
+                                   "so the build must carry kernels for the GPU"),
+    "forward": ("→", "forward", "runs through forward compatibility: data-center (and "
+                                       "some workstation) GPUs only, with cuda-compat in the "
+                                       "image"),
+    "none": ("✗", "no", "does not run"),
+}
+_STATE_OF_HOW = {NATIVE: "native", "ptx": "ptx", "cpu": "cpu", MINOR: "minor",
+                 FORWARD: "forward"}
+_PROFILE = re.compile(r"[a-z0-9-]{1,40}")
+_TEXT_LIMIT = 300   # certificate fields are untrusted: no field fills the page
+
+
+def _text(value, limit: int = _TEXT_LIMIT) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cell(state: str, why: str, caveat: str | None, only: str = "") -> dict:
+    symbol, word, _ = STATES[state]
+    return {"state": state, "symbol": symbol, "word": word, "only": only, "why": why,
+            "caveat": caveat, "title": f"{why}. {caveat}" if caveat else why}
+
+
+def cell(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None) -> dict:
+    """How `driver` runs `stack` (on `gpu`, when given), with diff.verdict's reason. With no
+    GPU, a stack that some of the matrix's GPUs run only through forward compatibility says
+    so, naming their classes: verdict alone cannot, since it depends on the GPU's class."""
+    v = verdict(m, stack, driver, gpu)
+    if v["runs"]:
+        return _cell(_STATE_OF_HOW[v["how"]], v["why"], v["caveat"])
+    if gpu is None:
+        classes = sorted({g.gpu_class for g in m.gpus
+                          if (w := verdict(m, stack, driver, g))["runs"] and w["how"] == FORWARD})
+        if classes:
+            return _cell("forward", v["why"], CAVEATS[FORWARD],
+                         only=f"{', '.join(classes)} GPUs only")
+    return _cell("none", v["why"], None)
+
+
+def columns(m: Matrix) -> list[dict]:
+    """One column per driver branch of the matrix, judged at its newest known release."""
+    out = []
+    for b in sorted(m.drivers, key=lambda b: V(b.branch)):
+        driver = b.latest or b.first
+        out.append({"name": branch(driver), "driver": driver, "lts": b.lts, "eol": b.eol})
+    return out
+
+
+# ---- certificates --------------------------------------------------------------------------
+
+def certificate_file(cert: dict, taken: set[str]) -> str:
+    """The name a certificate is copied under: as the store names it (image ID, and the run
+    profile when it has one), made safe and unique; the store checked the image ID."""
+    name = cert["image_id"].removeprefix("sha256:")
+    profile = cert.get("profile") or ""
+    if profile:
+        safe = isinstance(profile, str) and _PROFILE.fullmatch(profile)
+        name += "." + (profile if safe else hashlib.sha256(repr(profile).encode())
+                       .hexdigest()[:12])
+    file, n = f"{name}.json", 1
+    while file in taken:
+        n += 1
+        file = f"{name}.{n}.json"
+    taken.add(file)
+    return file
+
+
+def _gpus_text(host: dict) -> str:
+    gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
+    names = [_text(g.get("name"), 80) for g in gpus if isinstance(g, dict)]
+    counts = {n: names.count(n) for n in dict.fromkeys(names)}
+    return ", ".join(f"{c}× {n}" if c > 1 else n for n, c in counts.items()) or "no GPU"
+
+
+def certificate_rows(certs: list[dict]) -> list[dict]:
+    """What the page shows of each certificate (certs.load_all()'s well-formed ones), sorted
+    by stack, newest first; `file` is where the copy goes under certs/."""
+    taken: set[str] = set()
+    rows = []
+    for c in certs:   # load_all's order (newest first) decides which copy keeps a name
+        host = c.get("host") or {}
+        created = c.get("created") if isinstance(c.get("created"), str) else ""
+        rows.append({"stack": _text(c["stack"]["stack"]),
+                     "version": _text(c["stack"].get("framework", {}).get("version")
+                                      if isinstance(c["stack"].get("framework"), dict)
+                                      else None, 80),
+                     "passed": c["passed"], "level": _text(c.get("level"), 40),
+                     "gpu": _gpus_text(host), "driver": _text(host.get("driver"), 80) or "-",
+                     "date": created[:10] or "-", "created": _text(created, 80),
+                     "image": c["image_id"].removeprefix("sha256:")[:12],
+                     "profile": _text(c.get("profile"), 80),
+                     "file": "certs/" + certificate_file(c, taken), "cert": c})
+    rows.sort(key=lambda r: r["created"], reverse=True)
+    rows.sort(key=lambda r: r["stack"])
+    return rows
+
+
+def _row_certificate(name: str, stack: Stack, certs: list[dict]) -> dict | None:
+    """The newest passed certificate of a stack by that name, a default run's before one
+    with other parameters (as `envgen certs show`); `current` when it certified the release
+    this matrix resolves the name to."""
+    mine = sorted((c for c in certs if c["stack"] == name and c["passed"]),
+                  key=lambda c: c["created"], reverse=True)
+    mine.sort(key=lambda c: bool(c["profile"]))
+    if not mine:
+        return None
+    c = mine[0]
+    current = c["version"] == stack.version
+    note = "" if current else (f"certified {stack.framework_package} {c['version'] or '?'}; "
+                               f"this matrix resolves {stack.version}")
+    return {k: c[k] for k in ("gpu", "driver", "date", "file", "level", "image")} | {
+        "current": current, "note": note,
+        "title": (f"{c['level']} certificate of image {c['image']}: {c['gpu']}, driver "
+                  f"{c['driver']}, {c['created']}" + (f" ({note})" if note else ""))}
+
+
+# ---- the whole page ------------------------------------------------------------------------
+
+def _view(m: Matrix, stacks: dict[str, Stack], cols: list[dict], gpu: Gpu | None,
+          hosts: list[FleetHost], certs: list[dict], index: int) -> dict:
+    on: dict[str, list[str]] = {c["name"]: [] for c in cols}
+    for h in hosts:
+        if gpu is None or gpu in h.gpus:
+            on.get(branch(h.driver), []).append(h.name)
+    heads = [c | {"fleet": bool(on[c["name"]]), "hosts": ", ".join(on[c["name"]]),
+                  "hosts_count": (f"{len(on[c['name']])} host"
+                                  + ("" if len(on[c["name"]]) == 1 else "s")),
+                  "title": (f"{c['name']}, judged at {c['driver']}"
+                            + (" (LTS)" if c["lts"] else "")
+                            + (f", end of life {c['eol']}" if c["eol"] else "")
+                            + (f"; fleet hosts: {', '.join(on[c['name']])}"
+                               if on[c["name"]] else ""))}
+             for c in cols]
+    rows, hidden = [], []
+    for name, st in stacks.items():
+        if gpu is not None:
+            k = kernels_for(st.as_variant(), gpu.cc)
+            if not k.ok:
+                hidden.append({"stack": name, "why": k.why})
+                continue
+        cells = [cell(m, st, c["driver"], gpu) | {"fleet": h["fleet"]}
+                 for c, h in zip(cols, heads, strict=True)]
+        rows.append({"stack": name, "cells": cells,
+                     "about": (f"{st.framework_package} {st.version}, "
+                               + (f"CUDA {st.cuda}" if st.cuda else "CPU")
+                               + f", Python {st.python}"),
+                     "certificate": _row_certificate(name, st, certs)})
+    if gpu is None:
+        label = "Any GPU"
+        note = ("kernels are not checked; forward compatibility is shown where some of the "
+                "matrix's GPUs (named by class) would allow it")
+    else:
+        label = f"{gpu.name}"
+        note = (f"compute capability {gpu.cc}, {gpu.gpu_class} GPU; only stacks with "
+                f"kernels for it are shown")
+    with_gpu = [h.name for h in hosts if gpu is not None and gpu in h.gpus]
+    status = (f"{label}: {len(rows)} stack{'' if len(rows) == 1 else 's'} shown"
+              + (f", {len(hidden)} hidden (no kernels for it)" if hidden else "")
+              + (f"; fleet hosts: {', '.join(with_gpu)}" if with_gpu else ""))
+    option = (f"{gpu.name} ({len(with_gpu)} host{'' if len(with_gpu) == 1 else 's'})"
+              if gpu else "any GPU (no kernel check)")
+    return {"id": "view-all" if gpu is None else f"view-gpu-{index}",
+            "gpu": gpu.name if gpu else "", "label": label, "note": note,
+            "hosts": ", ".join(with_gpu), "shown": gpu is None, "columns": heads,
+            "rows": rows, "hidden": hidden, "status": status, "option": option}
+
+
+def build_report(m: Matrix, stacks: dict[str, Stack | str], hosts: list[FleetHost] = (),
+                 certs: list[dict] = (), fleet_file: str | None = None) -> dict:
+    """Everything the page shows, computed; the template only formats it."""
+    cols = columns(m)
+    resolved = {n: s for n, s in sorted(stacks.items()) if not isinstance(s, str)}
+    unresolved = [{"stack": n, "why": s} for n, s in sorted(stacks.items())
+                  if isinstance(s, str)]
+    cert_rows = certificate_rows(list(certs))
+    gpus = sorted({g for h in hosts for g in h.gpus}, key=lambda g: g.name)
+    views = [_view(m, resolved, cols, None, list(hosts), cert_rows, 0)]
+    views += [_view(m, resolved, cols, g, list(hosts), cert_rows, i)
+              for i, g in enumerate(gpus, 1)]
+    names = {c["name"] for c in cols}
+    fleet = []
+    if hosts:
+        runs = {h["name"]: h["runs"] for h in fleet_report(m, list(hosts), None,
+                                                          stacks=stacks)["hosts"]}
+        for h in hosts:
+            kinds = [g.name for g in h.gpus]
+            fleet.append({"name": h.name, "driver": h.driver, "branch": branch(h.driver),
+                          "in_matrix": branch(h.driver) in names,
+                          "gpus": ", ".join(f"{kinds.count(k)}× {k}" if kinds.count(k) > 1
+                                            else k for k in dict.fromkeys(kinds)),
+                          "runs": len(runs[h.name]), "runs_names": ", ".join(runs[h.name])})
+    certified = sum(1 for r in views[0]["rows"]
+                    if r["certificate"] and r["certificate"]["current"])
+    return {"matrix_sha256": m.sha256, "envgen_version": __version__,
+            "columns": cols, "views": views, "unresolved": unresolved,
+            "legend": [{"state": s, "symbol": sym, "word": w, "text": t}
+                       for s, (sym, w, t) in STATES.items()],
+            "certificates": cert_rows, "fleet": fleet, "fleet_file": fleet_file or "",
+            "gpu_filter": len(views) > 1, "stacks": len(resolved), "certified": certified}

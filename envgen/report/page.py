@@ -1,0 +1,22 @@
+"""The report's page: build_report's dict → the text of index.html, through
+templates/report.html.j2. Autoescape is on: stack names, reasons, host names and
+certificate fields are untrusted text."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from ..render import environment
+
+TEMPLATE = "report.html.j2"
+
+
+@lru_cache(maxsize=1)
+def _html() -> jinja2.Environment:
+    # the one environment (loader, StrictUndefined, filters), with HTML escaping on
+    return environment().overlay(autoescape=True)
+
+
+def render_page(report: dict) -> str:
+    return _html().get_template(TEMPLATE).render(**report)
