@@ -25,7 +25,7 @@ def main() -> int:
     ap.add_argument("stacks", nargs="*")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    rows = json.loads(envgen("matrix", "list", "--json", "--sources", "pypi").stdout)
+    rows = json.loads(envgen("matrix", "list", "--json", "--sources", "pypi").stdout)["stacks"]
     stacks = args.stacks or [r["stack"] for r in rows if "error" not in r]
     results = []
     for name in stacks:

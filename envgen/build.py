@@ -12,9 +12,10 @@ from pathlib import Path
 
 from . import engine, state
 from .base_image import ensure_base
+from .build_steps import Steps
 from .closure import CA_BUNDLE, closure_for
 from .context import write_context
-from .errors import BuildFailed, EnvironmentMissing
+from .errors import BuildFailed, EnvironmentMissing, InputError
 from .files import check_writable
 from .model import Closure, Stack
 from .registry import parse_tagged, split_tag
@@ -183,13 +184,17 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
         argv += ["--secret", f"id=netrc,src={netrc}"]
     if no_cache:
         argv.append("--no-cache")
-    if os.environ.get("ENVGEN_BUILD_NETWORK"):  # e.g. "none" on an offline daemon
-        argv.append(f"--network={os.environ['ENVGEN_BUILD_NETWORK']}")
+    network = os.environ.get("ENVGEN_BUILD_NETWORK")
+    if network:  # e.g. "none" on an offline daemon
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", network):
+            raise InputError(f"ENVGEN_BUILD_NETWORK={network[:40]!r} is not a network name "
+                             f"(default, host, none or a network of the daemon)")
+        argv.append(f"--network={network}")
     argv.append(str(ctx))
     env = {**os.environ, **dict(cli.env)}
-    started = time.monotonic()
     last_step, failed_step, error_line = "", "", ""
     tail: deque[str] = deque(maxlen=400)
+    steps = Steps()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env,
@@ -198,11 +203,11 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
             for line in _lines(proc, idle):
                 log.write(line)
                 tail.append(line.rstrip("\n"))
-                m = _STEP.match(line.strip())
-                if m and line.strip() != last_step:
+                if _STEP.match(line.strip()):
                     last_step = line.strip()
-                    progress(f"step {m.group(1)}/{m.group(2)} "
-                             f"[{time.monotonic() - started:5.0f}s] {m.group(3)[:70]}")
+                event = steps.feed(line)
+                if event is not None:
+                    progress(event)
                 if _ERROR_STEP.search(line) and not failed_step:
                     failed_step = last_step or line.strip()
                 if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:

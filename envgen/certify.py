@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tarfile
 import time
 from dataclasses import dataclass
@@ -115,6 +116,16 @@ def _report(stdout: str) -> dict | None:
         return None
 
 
+def container_env(plan: gpu_access.GpuPlan, image_env: dict) -> dict:
+    """The environment a payload (or `envgen run`'s command) gets beyond the image's: NCCL's
+    settings, and the driver's folders put in front of the image's own search paths."""
+    env = dict(NCCL_ENV)
+    for key, value in plan.run_kwargs.get("environment", {}).items():
+        mine = image_env.get(key)
+        env[key] = f"{value}:{mine}" if mine else value
+    return env
+
+
 def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
     """The GPUs `--gpus` names on `host` (None for none); EnvironmentMissing when it asks
     for a GPU this host does not have."""
@@ -125,12 +136,32 @@ def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
     return indices
 
 
+# The harness logs each check as `[torch_smoke 12:00:01] PASS train: loss 2.3 -> 0.4 ...`.
+_CHECK_LINE = re.compile(r"^\[[\w]+_smoke [0-9:]+\] (PASS|SKIP|FAIL) ([\w.-]+): (.*)$")
+
+
+def check_lines(progress):
+    """A stderr-line handler that reports the payload's checks to `progress` as Events."""
+    from .progress import Event
+
+    def on_line(line: str) -> None:
+        m = _CHECK_LINE.match(line.strip())
+        if m:
+            word, name, detail = m.groups()
+            passed = word != "FAIL"
+            state = {"PASS": "passed", "SKIP": "skipped", "FAIL": "failed"}[word]
+            progress(Event("check", f"check {name}: {state} ({detail[:100]})",
+                           {"name": name, "passed": passed, "state": state}))
+    return on_line
+
+
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
-            matrix=None, tags: tuple[str, ...] = ()) -> dict:
+            matrix=None, tags: tuple[str, ...] = (), progress=None) -> dict:
     """Certify one image; returns the certificate (passed or not). Raises for bad input,
     a missing environment, or a host that cannot run the image at all. `tags`: names the
-    image will get once it passes (it may have none yet: tags come after certification)."""
+    image will get once it passes (it may have none yet: tags come after certification).
+    `progress` hears of each check as the payload reports it."""
     target = inspect_target(c, ref)
     indices = gpu_indices(gpus, host)
     notes = preflight(target, host, indices, matrix)
@@ -153,11 +184,8 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     if multi_gpu:
         cmd.append("--multi-gpu")
     kwargs = dict(plan.run_kwargs)
-    env = dict(NCCL_ENV)
-    for key, value in kwargs.pop("environment", {}).items():
-        # Put the driver's folders in front of the image's own search paths.
-        image_value = target.env.get(key)
-        env[key] = f"{value}:{image_value}" if image_value else value
+    kwargs.pop("environment", None)
+    env = container_env(plan, target.env)
     user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
     started = time.monotonic()
     payload_sha = None
@@ -173,7 +201,8 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         code, stdout, stderr = run_to_end(
             c, target.image_id, cmd, timeout, before_start=hash_payload, network_mode="none",
             user=user, environment=env, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            shm_size="8g", labels={"io.envgen.certify": "1"}, **kwargs)
+            shm_size="8g", labels={"io.envgen.certify": "1"},
+            on_stderr_line=check_lines(progress) if progress else None, **kwargs)
     except TimeoutError:
         raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
                           f"killed); raise --timeout or lower --steps") from None

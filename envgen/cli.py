@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from . import __version__
@@ -40,6 +41,11 @@ from .commands._common import load_matrix_for as _matrix
 from .commands._common import resolve_for as _resolve
 from .commands._common import table as _table
 
+from .progress import MODES as PROGRESS_MODES  # noqa: E402
+
+SPEC_HELP = ("a stack name (pytorch-cu121; `envgen matrix list` shows them all) or a spec "
+             "(torch==2.3.1,cuda=12.1 or lightning>=2.5,torch==2.7.1)")
+
 
 # ---- matrix -------------------------------------------------------------------------------
 
@@ -67,7 +73,7 @@ def cmd_matrix(args) -> int:
             except Unsatisfiable as e:
                 rows.append({"stack": name, "error": e.message})
         if args.json:
-            _json_out(rows)
+            _json_out({"stacks": rows})
         else:
             print(_table([[r["stack"], r.get("version"), r.get("python"), r.get("cuda"),
                            r.get("driver_minimum"), r.get("source"),
@@ -79,7 +85,7 @@ def cmd_matrix(args) -> int:
     from .matrix.show import section_rows
     rows, header = section_rows(m, args.section)
     if args.json:
-        _json_out([dict(zip(header, r)) for r in rows])
+        _json_out({"section": args.section, "rows": [dict(zip(header, r)) for r in rows]})
     else:   # why a fact is inferred is a sentence: --json carries it
         keep = [i for i, h in enumerate(header) if h != "why"]
         print(_table([[r[i] for i in keep] for r in rows], [header[i] for i in keep]))
@@ -202,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the traceback of an internal error (also ENVGEN_DEBUG=1)")
     p.add_argument("--matrix", metavar="PATH", type=_path,
                    help="matrix file or folder to use instead of the bundled one")
+    p.add_argument("--progress", choices=PROGRESS_MODES, default=None,
+                   help="how progress shows on stderr: auto (default: live on a terminal, "
+                        "else plain lines), tty, plain, json (JSON lines) or quiet")
     json_flag = _Parser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="machine-readable output")
     host = _Parser(add_help=False)
@@ -221,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("section", nargs="?", default="frameworks",
                       choices=["drivers", "cuda", "forward_compat", "gpus",
                                "gpu_architectures", "libraries", "frameworks", "releases",
-                               "bases", "sources"])
+                               "bases", "sources"],
+                      help="the section to print (default frameworks)")
     mxs.add_parser("validate", parents=[json_flag], help="validate the matrix")
     rf = mxs.add_parser("refresh", parents=[json_flag],
                         help="regenerate matrix files and closures from their upstreams",
@@ -245,33 +255,37 @@ def build_parser() -> argparse.ArgumentParser:
     mx.set_defaults(func=cmd_matrix)
 
     r = sub.add_parser("resolve", parents=[json_flag, host], help="spec -> pinned stack")
-    r.add_argument("spec")
+    r.add_argument("spec", help=SPEC_HELP)
     r.set_defaults(func=cmd_resolve)
 
     cl = sub.add_parser("closure", parents=[json_flag, host],
                         help="the full hash-pinned closure of a stack (resolved once, cached)")
-    cl.add_argument("spec")
+    cl.add_argument("spec", help=SPEC_HELP)
     cl.add_argument("--refresh", action="store_true",
                     help="resolve again with uv even when a closure is stored")
     cl.set_defaults(func=cmd_closure)
 
     rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
-    rd.add_argument("spec")
-    rd.add_argument("-o", "--output", required=True, metavar="DIR", type=_path)
+    rd.add_argument("spec", help=SPEC_HELP)
+    rd.add_argument("-o", "--output", required=True, metavar="DIR", type=_path,
+                    help="the folder to write the build context into")
     rd.set_defaults(func=cmd_render)
 
     b = sub.add_parser("build", parents=[json_flag, host], help="render and build an image")
-    b.add_argument("spec")
+    b.add_argument("spec", help=SPEC_HELP)
     b.add_argument("--certify", action="store_true", help="certify the image after building")
     b.add_argument("--tag", metavar="T", help="image tag (default envgen/STACK:VERSION)")
     b.add_argument("--gpus", default="auto", help="for --certify: all, none, auto or 0,1")
     b.add_argument("--no-cache", action="store_true", help="build without the layer cache")
-    b.add_argument("--builder", choices=["auto", "buildkit", "classic"], default="auto")
+    b.add_argument("--builder", choices=["auto", "buildkit", "classic"], default="auto",
+                   help="BuildKit (buildx or DOCKER_BUILDKIT=1) or the classic builder; "
+                        "auto (default) takes BuildKit where the daemon has it")
     b.set_defaults(func=_later("build"))
 
     c = sub.add_parser("certify", parents=[json_flag, host],
                        help="run the smoke-training payload in an image")
-    c.add_argument("target", metavar="IMAGE|SPEC")
+    c.add_argument("target", metavar="IMAGE|SPEC",
+                   help="an image reference or id, or a spec whose built image to certify")
     c.add_argument("--gpus", default="auto", help="all, none, auto (default) or 0,1")
     c.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
                    default="auto", help="how GPUs reach the container")
@@ -284,14 +298,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     cs = sub.add_parser("certs", help="stored certificates")
     css = cs.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    css.add_parser("list", parents=[json_flag])
-    cshow = css.add_parser("show", parents=[json_flag])
-    cshow.add_argument("image", metavar="IMAGE_ID")
+    css.add_parser("list", parents=[json_flag], help="every stored certificate, newest first")
+    cshow = css.add_parser("show", parents=[json_flag], help="one image's certificate")
+    cshow.add_argument("image", metavar="IMAGE_ID",
+                       help="an image id (a prefix will do) or a tag of a certified image")
     cs.set_defaults(func=_later("certs"))
 
     lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")
-    lk.add_argument("specs", nargs="*", metavar="SPEC")
-    lk.add_argument("-o", "--output", default="envgen.lock", type=_path)
+    lk.add_argument("specs", nargs="*", metavar="SPEC",
+                    help="stacks, specs or image references to pin (default: the stacks "
+                         "already in the output lock)")
+    lk.add_argument("-o", "--output", default="envgen.lock", type=_path,
+                    help="the lock file to write (default envgen.lock)")
     lk.add_argument("--push", metavar="REPOSITORY",
                     help="push each certified image to REPOSITORY/STACK and pin its "
                          "manifest digest, e.g. localhost:5000/team or ghcr.io/org/envgen")
@@ -301,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     lk.set_defaults(func=_later("lock"))
 
     vf = sub.add_parser("verify", parents=[json_flag], help="check images against a lock")
-    vf.add_argument("lock", metavar="LOCK", type=_path)
+    vf.add_argument("lock", metavar="LOCK", type=_path, help="the lock file to check")
     vf.add_argument("--rebuild", action="store_true",
                     help="also rebuild each stack from the lock and compare layer digests")
     vf.add_argument("--no-pull", action="store_true",
@@ -310,26 +328,92 @@ def build_parser() -> argparse.ArgumentParser:
 
     df = sub.add_parser("diff", parents=[json_flag], help="what changes between matrices "
                                                           "or drivers")
-    df.add_argument("old", nargs="?", type=_path)
-    df.add_argument("new", nargs="?", type=_path)
-    df.add_argument("--driver", metavar="OLD..NEW")
-    df.add_argument("--gpu", metavar="NAME")
-    df.add_argument("--fleet", metavar="FILE", type=_path)
+    df.add_argument("old", nargs="?", type=_path,
+                    help="the old matrix: a file, a folder, or REV:PATH of this git checkout")
+    df.add_argument("new", nargs="?", type=_path,
+                    help="the new matrix (default: the bundled one)")
+    df.add_argument("--driver", metavar="OLD..NEW",
+                    help="what a driver upgrade changes for every stack, e.g. "
+                         "535.104.05..550.54.14")
+    df.add_argument("--gpu", metavar="NAME", help="judge the stacks on this GPU, e.g. H100")
+    df.add_argument("--fleet", metavar="FILE", type=_path,
+                    help="a YAML list of hosts (name, driver, gpu) to judge every stack on")
     df.set_defaults(func=_later("diff"))
+
+    def run_options(parser):
+        parser.add_argument("target", metavar="IMAGE|SPEC",
+                            help="a certified image (reference or id) or the spec whose "
+                                 "built image to use")
+        parser.add_argument("--gpus", default="auto",
+                            help="all, none, auto (default: every GPU) or 0,1")
+        parser.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
+                            default="auto", help="how GPUs reach the container")
+        parser.add_argument("-e", "--env", action="append", metavar="NAME=VALUE",
+                            help="more environment for the command (repeatable)")
+        parser.add_argument("--no-mount", action="store_true",
+                            help="do not mount the current folder at /workspace")
+        parser.add_argument("--no-network", action="store_true",
+                            help="no network, as in certification")
+        parser.add_argument("--as-me", action="store_true",
+                            help="run as your own uid:gid (files written to /workspace are "
+                                 "yours) instead of the image's user")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="print the docker command instead of running it")
+    rn = sub.add_parser(
+        "run", help="run your own command in a certified image, started as certification "
+                    "starts the payload",
+        description="Run COMMAND in the image with the GPU access, shared memory, NCCL "
+                    "settings, user and security options certification used, the current "
+                    "folder mounted at /workspace. Options go before IMAGE|SPEC.")
+    run_options(rn)
+    rn.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                    help="the command and its arguments, after --")
+    rn.set_defaults(func=_later("run"), shell=False)
+    sh = sub.add_parser("shell", help="an interactive shell in a certified image (as run)")
+    run_options(sh)
+    sh.set_defaults(func=_later("run"), shell=True, cmd=[])
 
     dr = sub.add_parser("doctor", parents=[json_flag], help="check this host")
     dr.set_defaults(func=_later("doctor"))
 
-    ci = sub.add_parser("ci", help="CI files: a GitHub workflow or a docker-bake.json")
-    ci.add_argument("kind", choices=["github", "bake"])
-    ci.add_argument("specs", nargs="*", metavar="SPEC")
+    rp = sub.add_parser("report", parents=[json_flag],
+                        help="a static HTML page: every stack on every driver branch",
+                        description="Write DIR/index.html: a grid of every stack of the "
+                        "matrix on every driver branch (native, minor-version compatibility, "
+                        "forward compatibility, or not, each with its reason), the stored "
+                        "certificates (copied into DIR/certs/) and, with --fleet, a filter by "
+                        "the fleet's GPUs. The page needs no network: open it from disk.",
+                        epilog="example:\n  envgen report -o report/ --fleet "
+                        "examples/fleet.yaml\n  then open report/index.html "
+                        "(report/index.html#gpu=H100 opens it filtered)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("-o", "--output", required=True, metavar="DIR", type=_path,
+                    help="folder to write index.html and certs/ into (made when missing)")
+    rp.add_argument("--fleet", metavar="FILE", type=_path,
+                    help="a fleet file, as for `envgen diff --fleet`: its GPUs become a "
+                         "filter and its hosts' driver branches are marked")
+    rp.set_defaults(func=_later("report"))
+
+    ci = sub.add_parser("ci", help="CI files: a GitHub workflow, a docker-bake.json or a "
+                                   "devcontainer.json")
+    ci.add_argument("kind", choices=["github", "bake", "devcontainer"],
+                    help="github: the Actions workflow; bake: a docker-bake.json; "
+                         "devcontainer: a devcontainer.json for one SPEC")
+    ci.add_argument("specs", nargs="*", metavar="SPEC",
+                    help="the stacks (default: a few of the matrix's); devcontainer: exactly one")
     ci.add_argument("--envgen-source", metavar="REQUIREMENT",
                     help="where CI installs envgen from, pinned: git+https://HOST/PATH@COMMIT "
                          "or 'envgen-gpu==VERSION --hash=sha256:HEX' (default: the git commit "
                          "this envgen was installed or runs from, when it has one)")
     ci.add_argument("--registry", metavar="REPOSITORY",
                     help="where the workflow pushes images (default: "
-                         "ghcr.io/${{ github.repository_owner }}/envgen)")
+                         "ghcr.io/${{ github.repository_owner }}/envgen); devcontainer: use "
+                         "the image pushed there, REPOSITORY/STACK:TAG")
+    ci.add_argument("--gpu-runner", action="append", metavar="LABEL",
+                    help="with github: a runs-on label of the GPU certification job; repeat "
+                         "it or separate labels with commas (default: self-hosted,gpu)")
+    ci.add_argument("--lock", metavar="FILE",
+                    help="with devcontainer: use the image this lock pins by digest")
     ci.add_argument("--refresh", action="store_true",
                     help="with github: a weekly workflow that runs `envgen matrix refresh` on "
                          "the --matrix folder (default matrices) and opens a pull request")
@@ -337,24 +421,63 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("smoke", parents=[json_flag],
                         help="run the smoke-training payload natively on this host")
-    sm.add_argument("--require", choices=["auto", "cuda", "cpu"], default="auto")
-    sm.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None)
-    sm.add_argument("--multi-gpu", action="store_true")
+    sm.add_argument("--require", choices=["auto", "cuda", "cpu"], default="auto",
+                    help="cuda: a CPU run is a failure; cpu: run on the CPU; auto (default): "
+                         "cuda when a GPU is visible")
+    sm.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None,
+                    help="training steps (default: the payload's own)")
+    sm.add_argument("--multi-gpu", action="store_true",
+                    help="also run DDP over NCCL on every visible GPU")
+    sm.add_argument("-v", "--verbose", action="store_true",
+                    help="also print the payload's log (stderr)")
     sm.set_defaults(func=_later("smoke"))
 
     rq = sub.add_parser("require-cuda", help="NVIDIA_REQUIRE_CUDA checks")
     rqs = rq.add_subparsers(dest="action", required=True, parser_class=_Parser)
     chk = rqs.add_parser("check", parents=[json_flag],
                          help="would the toolkit start a container with this requirement?")
-    chk.add_argument("string")
-    chk.add_argument("--driver", required=True)
+    chk.add_argument("string", help="an NVIDIA_REQUIRE_CUDA value, e.g. 'cuda>=12.1 "
+                                    "brand=tesla,driver>=470,driver<471'")
+    chk.add_argument("--driver", required=True, help="the host's driver, e.g. 535.104.05")
     chk.add_argument("--cuda", help="CUDA version the driver supports (derived if omitted)")
     chk.add_argument("--brand", help="GPU brand, e.g. tesla, geforce")
     chk.add_argument("--arch", help="compute capability, e.g. 9.0")
     chk.add_argument("--env", action="append", metavar="NAME=VALUE",
                      help="more NVIDIA_REQUIRE_* or NVIDIA_DISABLE_REQUIRE variables")
     rq.set_defaults(func=cmd_require_cuda)
+    _teach(p)
     return p
+
+
+def _teach(top: argparse.ArgumentParser) -> None:
+    """Every command: an example after its help, and --matrix accepted after its name too
+    (`envgen matrix list --matrix F` as well as `envgen --matrix F matrix list`)."""
+    from . import cli_help
+    top.epilog = cli_help.TOP
+    top.formatter_class = argparse.RawDescriptionHelpFormatter
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                continue
+            for name, child in action.choices.items():
+                where = f"{path} {name}".strip()
+                child.epilog = cli_help.epilog(where)
+                child.formatter_class = argparse.RawDescriptionHelpFormatter
+                if child.description:   # raw now: wrap it here, as argparse would have
+                    child.description = textwrap.fill(" ".join(child.description.split()),
+                                                      80)
+                if "--matrix" not in child._option_string_actions:
+                    child.add_argument("--matrix", metavar="PATH", type=_path,
+                                       default=argparse.SUPPRESS,
+                                       help="matrix file or folder (as before the command)")
+                if "--progress" not in child._option_string_actions:
+                    child.add_argument("--progress", choices=PROGRESS_MODES,
+                                       default=argparse.SUPPRESS,
+                                       help="auto, tty, plain, json or quiet (as before the "
+                                            "command)")
+                walk(child, where)
+    walk(top, "")
 
 
 ISSUES_URL = "https://github.com/envgen/envgen/issues"
@@ -374,10 +497,11 @@ def _interrupt(signum, _frame):
 
 
 def _report(e: EnvgenError, want_json: bool) -> int:
+    from .commands._common import versioned
     if e.output is not None:   # a result that must not be lost (e.g. an unsaved certificate)
-        print(json.dumps(e.output, indent=2))
+        print(json.dumps(versioned(e.output), indent=2))
     if want_json:
-        print(json.dumps(e.to_json(), indent=2))
+        print(json.dumps(versioned(e.to_json()), indent=2))
     else:
         text = str(e)
         text = text if len(text) <= 1000 else text[:997] + "..."   # the last guard on echoes
@@ -390,7 +514,7 @@ def _report(e: EnvgenError, want_json: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Exit codes (design.md): 0 ok, 1 the thing checked is false, 2 bad
+    """Run one command. Exit codes (docs/contract.md): 0 ok, 1 the thing checked is false, 2 bad
     input, 3 the environment lacks something, 4 a bug in envgen; 128+N on signal N."""
     import os
     import signal
@@ -437,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"the output of the same command run with --debug)")
         return _report(bug, want_json)
     finally:
+        from .commands._common import close_progress
+        close_progress()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -258,13 +258,35 @@ while True:
 GRACE_S = 30
 
 
+def _follow(container, on_line):
+    """Hand each line the container writes to stderr to `on_line`, as it comes, from a
+    thread; best effort (a stream that breaks just stops the live lines: the whole output
+    is read again once the container ends)."""
+    import threading
+
+    def pump():
+        pending = b""
+        try:
+            for chunk in container.logs(stdout=False, stderr=True, stream=True, follow=True):
+                *done, pending = (pending + chunk).split(b"\n")
+                for raw in done:
+                    on_line(raw.decode("utf-8", "replace"))
+        except Exception:  # the daemon closed the stream, or a read timed out: no more lines
+            pass
+    t = threading.Thread(target=pump, name="envgen-follow", daemon=True)
+    t.start()
+    return t
+
+
 def run_to_end(c, image: str, command: list[str], timeout: float, before_start=None,
-               labels: dict | None = None, **create_kwargs) -> tuple[int, str, str]:
+               labels: dict | None = None, on_stderr_line=None,
+               **create_kwargs) -> tuple[int, str, str]:
     """Run `command` (its first word a program on the image's PATH; the image has python)
     in a new container of `image` and return (exit code, stdout, stderr). Past `timeout` s
     the container is killed and TimeoutError raised; past timeout + GRACE_S it ends itself.
     It is removed on every path, Ctrl-C and SIGTERM included; after a SIGKILL the next
-    envgen removes it (`reap`). `before_start(container)` may inspect it first."""
+    envgen removes it (`reap`). `before_start(container)` may inspect it first;
+    `on_stderr_line(text)` sees the container's stderr line by line while it runs."""
     limit = int(timeout) + GRACE_S
     labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
               DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S)}
@@ -275,6 +297,7 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
         if before_start is not None:
             before_start(container)
         container.start()
+        follower = _follow(container, on_stderr_line) if on_stderr_line else None
         try:
             code = int(container.wait(timeout=timeout).get("StatusCode", -1))
         except Exception as e:  # requests' ReadTimeout and friends
@@ -282,6 +305,8 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
                 raise
             container.kill()
             raise TimeoutError(f"no exit within {timeout} s") from None
+        if follower is not None:
+            follower.join(timeout=5)
         stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         return code, stdout, stderr

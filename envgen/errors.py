@@ -1,4 +1,4 @@
-"""The one error tree. Each class carries the exit code the CLI returns (design.md)."""
+"""The one error tree. Each class carries the exit code the CLI returns (docs/contract.md)."""
 from __future__ import annotations
 
 

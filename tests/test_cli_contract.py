@@ -16,8 +16,12 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def run_json(capsys, *argv: str):
+    """The exit code and the --json document, whose schema version is checked here for
+    every command the tests run with --json."""
     rc, out, _err = run(capsys, *argv, "--json")
-    return rc, json.loads(out)
+    doc = json.loads(out)
+    assert isinstance(doc, dict) and doc.pop("schema_version") == 1, out[:200]
+    return rc, doc
 
 
 # ---- resolve ------------------------------------------------------------------------------
@@ -66,7 +70,8 @@ def test_impossible_spec_exits_2_with_nearest_specs(capsys):
 # ---- matrix -------------------------------------------------------------------------------
 
 def test_matrix_list_json_is_a_row_per_stack(capsys):
-    rc, rows = run_json(capsys, "matrix", "list")
+    rc, d = run_json(capsys, "matrix", "list")
+    rows = d["stacks"]
     assert rc == 0 and isinstance(rows, list) and len(rows) >= 7
     frameworks = ("pytorch", "lightning", "transformers", "accelerate", "jax")
     for r in rows:
@@ -77,8 +82,9 @@ def test_matrix_list_json_is_a_row_per_stack(capsys):
 
 
 def test_matrix_show_gpus_json(capsys):
-    rc, rows = run_json(capsys, "matrix", "show", "gpus")
-    assert rc == 0
+    rc, d = run_json(capsys, "matrix", "show", "gpus")
+    rows = d["rows"]
+    assert rc == 0 and d["section"] == "gpus"
     names = {r["name"] for r in rows}
     assert {"H100", "RTX 4090", "RTX 5090"} <= names
     assert all({"name", "cc", "class"} <= set(r) for r in rows)

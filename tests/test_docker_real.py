@@ -36,7 +36,7 @@ def test_build_pytorch_cu121_certify_stores_a_cpu_certificate(built, home):
     assert checks["train"]["passed"] and checks["versions"]["passed"]
     assert cert["report"]["versions"]["torch"].startswith("2.4.1")
     r = envgen("certs", "list", "--json", env={"ENVGEN_HOME": home})
-    assert any(c["image_id"] == built["image_id"] for c in json.loads(r.stdout))
+    assert any(c["image_id"] == built["image_id"] for c in json.loads(r.stdout)["certificates"])
 
 
 def test_image_runs_as_non_root_and_carries_the_stack_label(built):

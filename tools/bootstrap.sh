@@ -14,6 +14,7 @@ command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v curl >/dev/null || need+=(curl)
 command -v ip >/dev/null || need+=(iproute2)
+command -v chromium >/dev/null || need+=(chromium)   # headless, for `envgen report`'s browser test
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
@@ -58,6 +59,14 @@ if [ ! -x .venv/bin/envgen ] || [ "$(.venv/bin/envgen --version 2>/dev/null)" !=
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip uninstall -q -y envgen >/dev/null 2>&1 || true
   .venv/bin/pip install -q -e '.[test]'
+fi
+# a venv made before check-jsonschema joined the test extra
+[ -x .venv/bin/check-jsonschema ] || .venv/bin/pip install -q -e '.[test]'
+# actionlint (a wheel of its own, the actionlint extra) is tried once per venv
+if [ ! -x .venv/bin/actionlint ] && [ ! -e .venv/.no-actionlint ]; then
+  .venv/bin/pip install -q -e '.[actionlint]' >/dev/null 2>&1 || { touch .venv/.no-actionlint
+    echo "actionlint could not be installed from the package index: the actionlint tests" \
+         "will be skipped; rm .venv/.no-actionlint to retry"; }
 fi
 # torch (CPU is enough) for `envgen smoke` and the payload's own tests
 .venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/pip install -q "${ENVGEN_TORCH:-torch==2.13.0}" || \

@@ -5,29 +5,46 @@ import json
 import sys
 
 
-def progress(msg: str) -> None:
-    print(f"  {msg}", file=sys.stderr, flush=True)
+_REPORTERS: dict[str, object] = {}
 
 
 def progress_for(args):
-    """Progress lines on stderr, or none under --json (stdout is then one JSON object)."""
-    return (lambda _m: None) if getattr(args, "json", False) else progress
+    """The progress reporter `--progress` asks for (stderr; stdout stays the result). One
+    per process and mode, closed by the CLI when the command ends."""
+    from .. import progress as p
+    mode = getattr(args, "progress", None) or "auto"
+    if mode not in _REPORTERS:
+        _REPORTERS[mode] = p.reporter(mode)
+    return _REPORTERS[mode]
 
 
-def out_json(obj) -> None:
-    print(json.dumps(obj, indent=2))
+def close_progress() -> None:
+    while _REPORTERS:
+        _REPORTERS.popitem()[1].close()
+
+
+SCHEMA_VERSION = 1   # of every --json document; docs/contract.md describes each shape
+
+
+def versioned(obj: dict) -> dict:
+    """`obj` with the schema version as its first key."""
+    return {"schema_version": SCHEMA_VERSION, **obj}
+
+
+def out_json(obj: dict) -> None:
+    """The one --json document of a command, on stdout. Always an object that starts with
+    its schema version: a list is returned inside a named key."""
+    if not isinstance(obj, dict):
+        raise TypeError("a --json document is an object")
+    print(json.dumps(versioned(obj), indent=2))
 
 
 def cert_line(cert: dict) -> str:
     gpus = ", ".join(g["name"] for g in cert["host"]["gpus"]) or "no GPU"
-    checks = cert["report"].get("checks", [])
-    ran = [c for c in checks if not c.get("skipped")]
-    ok = sum(1 for c in ran if c.get("passed"))
-    skipped = len(checks) - len(ran)
+    from ..smoke._harness import tally
     return (f"{'PASSED' if cert['passed'] else 'FAILED'} at level {cert['level']}: "
-            f"{ok}/{len(ran)} checks passed"
-            + (f" ({skipped} GPU-only checks not applicable)" if skipped else "")
-            + f", {gpus}, driver {cert['host']['driver'] or '-'}, {cert['seconds']} s")
+            f"{tally(cert['report'].get('checks', []))}; {gpus}, driver "
+            f"{cert['host']['driver'] or '-'}, {cert['seconds']} s")
 
 
 def print_certificate(cert: dict) -> None:

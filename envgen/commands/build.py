@@ -1,7 +1,6 @@
 """`envgen build SPEC [--certify]`."""
 from __future__ import annotations
 
-import sys
 
 from .. import engine
 from ..build import build, default_tag, tag_image
@@ -22,9 +21,8 @@ def run(args) -> int:
         hg = check_inputs(args)
     c = engine.client()
     report = progress_for(args)
-    if not args.json:
-        print(f"building {st.stack}: {st.framework_package} {st.version} ({st.variant}), "
-              f"Python {st.python}, base {st.base.name}", file=sys.stderr)
+    report(f"building {st.stack}: {st.framework_package} {st.version} ({st.variant}), "
+           f"Python {st.python}, base {st.base.name}")
     # With --certify the tag comes only after the image passed: a tag names what works.
     res = build(st, tag=tag, progress=report, no_cache=args.no_cache,
                 builder=args.builder, client=c, tag_it=not args.certify)

@@ -5,7 +5,7 @@ from .. import certs, engine, host, state
 from ..certify import certify, gpu_indices
 from ..errors import CheckFailed, EnvironmentMissing
 from ..gpu_access import check_gpus
-from ._common import load_matrix_for, out_json, print_certificate, ref_or_spec
+from ._common import load_matrix_for, out_json, print_certificate, progress_for, ref_or_spec
 
 
 def check_inputs(args):
@@ -24,7 +24,8 @@ def run_certify(args, c, ref: str, matrix, hg, tags: tuple[str, ...] = ()) -> di
     not lose the run: the certificate is printed with the error."""
     cert = certify(c, ref, hg, gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
                    timeout=getattr(args, "timeout", 900), steps=getattr(args, "steps", None),
-                   multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags)
+                   multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags,
+                   progress=progress_for(args))
     try:
         path = certs.save(cert)
     except OSError as e:

@@ -7,7 +7,7 @@ import sys
 from .. import engine
 from .. import lock as lk
 from ..errors import CheckFailed, InputError
-from ._common import load_matrix_for, out_json, progress, ref_or_spec
+from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
 
 
 def _wanted(args, m) -> list[tuple[str, str | None, str | None]]:
@@ -39,7 +39,7 @@ def _refs(args, c, wanted) -> tuple[list[str], list]:
     return refs, []
 
 
-def _push(c, name: str, entry: dict, repository: str, quiet: bool) -> None:
+def _push(c, name: str, entry: dict, repository: str, progress) -> None:
     """Push a certified image and pin its manifest digest in the entry."""
     from ..registry import push, split_tag
     cert = entry.get("certificate")
@@ -48,8 +48,7 @@ def _push(c, name: str, entry: dict, repository: str, quiet: bool) -> None:
                           f"only certified images are pushed (run `envgen certify`)")
     target = f"{repository}/{name}"
     tag = split_tag(entry["image"]["tag"] or "")[1] if entry["image"]["tag"] else "latest"
-    if not quiet:
-        progress(f"pushing {name} to {target}:{tag}")
+    progress(f"pushing {name} to {target}:{tag}")
     entry["image"]["pinned"] = push(c, entry["image"]["id"], target, tag)
     img = c.images.get(entry["image"]["id"])
     entry["image"]["repo_digests"] = sorted(img.attrs.get("RepoDigests") or [])
@@ -69,12 +68,12 @@ def run(args) -> int:
                   else None)
         c = engine.client()
         refs, skipped = _refs(args, c, wanted)
+        progress = progress_for(args)
         for ref in refs:
-            if not args.json:
-                progress(f"locking {ref}: reading its closure and certificate")
+            progress(f"locking {ref}: reading its closure and certificate")
             name, entry = lk.lock_entry(c, ref)
             if args.push:
-                _push(c, name, entry, args.push, args.json)
+                _push(c, name, entry, args.push, progress)
             elif entry["image"]["pinned"] is None:
                 entry["image"]["pinned"] = _pinned_before(before, name, entry)
             entries[name] = entry

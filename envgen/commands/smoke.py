@@ -1,11 +1,28 @@
 """`envgen smoke`: the payload run natively on this host."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 from ..context import SMOKE_DIR
 from ..errors import CheckFailed, EnvironmentMissing
+
+
+def _summary(stdout: str) -> None:
+    """The verdict in one line, each failed check after it: the whole report is --json's."""
+    from ..smoke._harness import tally
+    try:
+        rep = json.loads(stdout)
+        checks = rep["checks"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckFailed("the smoke payload printed no report (run with --verbose to see "
+                          "its log)") from None
+    print(f"{'PASSED' if rep.get('passed') else 'FAILED'} at level {rep.get('level')}: "
+          f"{tally(checks)}")
+    for c in checks:
+        if not c.get("passed"):
+            print(f"  failed: {c.get('name')}: {c.get('detail', '')}", file=sys.stderr)
 
 
 def run(args) -> int:
@@ -19,10 +36,13 @@ def run(args) -> int:
     if args.multi_gpu:
         cmd.append("--multi-gpu")
     r = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stderr.write(r.stderr[-4000:] if not args.json else "")
-    print(r.stdout.strip())
     if r.returncode == 2:
         raise EnvironmentMissing("the smoke payload refused its arguments")
+    if args.json:
+        print(r.stdout.strip())
+    else:
+        sys.stderr.write(r.stderr[-4000:] if args.verbose else "")
+        _summary(r.stdout)
     if r.returncode != 0:
         if args.json:
             return 1

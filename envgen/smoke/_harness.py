@@ -125,7 +125,18 @@ def new_report(payload, require):
 
 def check(rep, name, passed, detail, **extra):
     rep["checks"].append(dict({"name": name, "passed": bool(passed), "detail": detail}, **extra))
-    log(rep["payload"], f"{'PASS' if passed else 'FAIL'} {name}: {detail}")
+    word = ("SKIP" if extra.get("skipped") else "PASS") if passed else "FAIL"
+    log(rep["payload"], f"{word} {name}: {detail}")
+
+
+def tally(checks):
+    """The one way envgen counts checks: "5 passed, 7 skipped, 0 failed". A skipped check is
+    one that did not apply (a GPU check on the CPU); one that should have run and could not
+    is failed, never skipped."""
+    failed = sum(1 for c in checks if not c.get("passed"))
+    skipped = sum(1 for c in checks if c.get("passed") and c.get("skipped"))
+    passed = len(checks) - failed - skipped
+    return f"{passed} passed, {skipped} skipped, {failed} failed"
 
 
 def skip(rep, name, why):
@@ -414,7 +425,5 @@ def main(payload, argv=None, script=False):
         time.sleep(60)  # the watchdog is writing the report and ends the process
         return 1
     emit(finish(rep), real_stdout)
-    passed = sum(c["passed"] for c in rep["checks"])
-    log(payload.name, f"{'PASSED' if rep['passed'] else 'FAILED'}: "
-                      f"{passed}/{len(rep['checks'])} checks")
+    log(payload.name, f"{'PASSED' if rep['passed'] else 'FAILED'}: {tally(rep['checks'])}")
     return 0 if rep["passed"] else 1

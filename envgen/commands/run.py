@@ -1,0 +1,64 @@
+"""`envgen run IMAGE|SPEC -- CMD...` and `envgen shell IMAGE|SPEC`."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from .. import engine, gpu_access, host
+from ..certify import gpu_indices, inspect_target, preflight
+from ..errors import EnvironmentMissing, InputError
+from ..run_image import RunOptions, check_mount, docker_argv, shown
+from ._common import close_progress, load_matrix_for, progress_for, ref_or_spec
+from .certify import _target
+
+
+def _env(pairs) -> tuple[tuple[str, str], ...]:
+    out = []
+    for pair in pairs or ():
+        key, eq, value = pair.partition("=")
+        if not eq or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            raise InputError(f"--env {pair[:60]!r} must be NAME=VALUE with a NAME of letters, "
+                             f"digits and '_'")
+        out.append((key, value))
+    return tuple(out)
+
+
+def run(args) -> int:
+    command = list(args.cmd or [])
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if args.shell:
+        command = command or ["bash"]
+    elif not command:
+        raise InputError("no command to run: envgen run IMAGE|SPEC -- COMMAND [ARG...]")
+    gpu_access.check_gpus(args.gpus)
+    env = _env(args.env)
+    mount = None if args.no_mount else check_mount(os.getcwd())
+    docker = shutil.which("docker")
+    if docker is None:
+        raise EnvironmentMissing("the docker command is not on PATH (envgen run hands the "
+                                 "terminal to it)")
+    m = load_matrix_for(args)
+    as_ref, as_spec = ref_or_spec(args, m, args.target)
+    c = engine.client()
+    target = inspect_target(c, _target(c, as_ref, as_spec))
+    hg = host.detect()
+    indices = gpu_indices(args.gpus, hg)
+    for note in preflight(target, hg, indices, m):
+        progress_for(args)(note)
+    plan = gpu_access.plan(indices, args.gpu_access, c.info())
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    argv = docker_argv(docker, target, plan, RunOptions(
+        command=tuple(command), mount=mount, tty=tty, network=not args.no_network,
+        as_me=args.as_me, env=env))
+    if args.dry_run:
+        print(shown(argv))
+        return 0
+    progress_for(args)(f"{target.stack.stack} ({target.image_id[7:19]}), GPUs "
+                       f"{plan.describe()}: {shown(command)}")
+    close_progress()   # a live view would leave the terminal to docker half-drawn
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(docker, argv)   # the docker CLI owns the terminal and the signals from here
+    return 0   # not reached

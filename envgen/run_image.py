@@ -1,0 +1,80 @@
+"""`envgen run` and `envgen shell`: the user's own command in a certified image, started the
+way certification starts the payload (the same GPU access, shared memory, NCCL settings,
+user, dropped capabilities and no-new-privileges), with the current folder mounted.
+
+The command is handed to the docker CLI, which then owns the terminal and the signals (a
+Ctrl-C reaches the command; `--rm` removes the container however it ends)."""
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from . import gpu_access
+from .certify import NOBODY, Target, container_env
+from .errors import InputError
+
+WORKSPACE = "/workspace"
+SHM = "8g"   # what certification gives the payload: a DataLoader dies on Docker's 64 MB
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    command: tuple[str, ...]
+    mount: str | None          # the host folder mounted at /workspace, or None
+    tty: bool
+    network: bool              # False: --network none, as in certification
+    as_me: bool                # run as the caller's uid:gid instead of the image's user
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _gpu_flags(plan: gpu_access.GpuPlan) -> list[str]:
+    """docker-CLI flags for a GPU plan (certification gives docker-py the same plan)."""
+    kw = plan.run_kwargs
+    if plan.mode == "toolkit":
+        ids = ",".join(str(i) for i in plan.indices)
+        return ["--gpus", f'"device={ids}","capabilities=compute,utility"']
+    if plan.mode == "cdi":
+        return [flag for i in plan.indices for flag in ("--device", f"nvidia.com/gpu={i}")]
+    if plan.mode == "devices":
+        flags = [f for d in kw.get("devices", []) for f in ("--device", d)]
+        for src, spec in kw.get("volumes", {}).items():
+            flags += ["-v", f"{src}:{spec['bind']}:{spec['mode']}"]
+        return flags
+    return []
+
+
+def check_mount(folder: str) -> str:
+    """A host folder `-v` can name: absolute, and without the characters its syntax uses."""
+    real = os.path.realpath(folder)
+    if any(ch in real for ch in ":,\n\r\x00"):
+        raise InputError(f"the folder {real[:80]!r} cannot be mounted (it holds ':' or ','); "
+                         f"run from another folder or pass --no-mount")
+    if not os.path.isdir(real):
+        raise InputError(f"{real[:80]!r} is not a folder to mount")
+    return real
+
+
+def docker_argv(docker: str, target: Target, plan: gpu_access.GpuPlan,
+                opts: RunOptions) -> list[str]:
+    """The whole `docker run` command line. Every value is its own argument (no shell)."""
+    argv = [docker, "run", "--rm", "--init", "--shm-size", SHM, "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--label", "io.envgen.run=1"]
+    argv += ["-it"] if opts.tty else ["-i"]
+    if not opts.network:
+        argv += ["--network", "none"]
+    if opts.as_me:
+        argv += ["--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp"]
+    else:
+        user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
+        argv += ["--user", user]
+    argv += _gpu_flags(plan)
+    for key, value in {**container_env(plan, target.env), **dict(opts.env)}.items():
+        argv += ["-e", f"{key}={value}"]
+    if opts.mount:
+        argv += ["-v", f"{opts.mount}:{WORKSPACE}", "-w", WORKSPACE]
+    return [*argv, target.image_id, *opts.command]
+
+
+def shown(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
