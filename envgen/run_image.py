@@ -58,7 +58,9 @@ def check_mount(folder: str) -> str:
 def docker_argv(docker: str, target: Target, plan: gpu_access.GpuPlan,
                 opts: RunOptions) -> list[str]:
     """The whole `docker run` command line. Every value is its own argument (no shell)."""
-    argv = [docker, "run", "--rm", "--init", "--shm-size", SHM, "--cap-drop", "ALL",
+    # No --init: some daemons ship no docker-init (certification needs none either); the
+    # command is PID 1 and gets the signals the docker CLI passes on.
+    argv = [docker, "run", "--rm", "--shm-size", SHM, "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--label", "io.envgen.run=1"]
     argv += ["-it"] if opts.tty else ["-i"]
     if not opts.network:

@@ -300,3 +300,17 @@ def test_pulling_from_a_registry_that_does_not_answer_is_exit_3(failure, says):
 def test_push_refuses_an_image_named_by_no_string(image_ref):
     with pytest.raises(InputError, match="non-empty string"):
         reg.push(None, image_ref, REPO, "t1")
+
+
+@pytest.mark.parametrize("ref", [
+    "team/img", "team/img:1", "localhost:5000/team/img", "localhost:5000/team/img:2.4.1",
+    "127.0.0.1:5000/a/b:c", "envgen/pytorch-cu121:2.4.1-py3.11-debian-bookworm", "img",
+    "ghcr.io/org/name:latest"])
+def test_tags_split_as_docker_py_splits_them(ref):
+    """The Docker SDK's own reference parser is the judge of where a tag starts (a ':'
+    before the last '/' is a registry port, not a tag)."""
+    from docker.utils import parse_repository_tag
+
+    from envgen.registry import split_tag
+    repo, tag = parse_repository_tag(ref)
+    assert split_tag(ref) == (repo, tag or "latest")
