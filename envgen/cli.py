@@ -110,7 +110,11 @@ def cmd_resolve(args) -> int:
     if st.require_cuda:
         print(f"  NVIDIA_REQUIRE_CUDA: {st.require_cuda}")
     from .render.views import requirement
-    print("  packages: " + " ".join(requirement(n, v) for n, v in st.packages))
+    import shutil
+    print(textwrap.fill(" ".join(requirement(n, v) for n, v in st.packages),
+                        width=max(60, shutil.get_terminal_size((100, 24)).columns),
+                        initial_indent="  packages: ", subsequent_indent=" " * 12,
+                        break_on_hyphens=False))
     print("  reasons:")
     for r in st.reasons:
         print(f"    - {r}")

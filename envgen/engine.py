@@ -265,6 +265,9 @@ def _follow(container, on_line):
     import threading
 
     def pump():
+        import signal
+        # Signals go to the main thread, whose wait() they must interrupt: none lands here.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         pending = b""
         try:
             for chunk in container.logs(stdout=False, stderr=True, stream=True, follow=True):

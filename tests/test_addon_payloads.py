@@ -131,6 +131,7 @@ def test_cpu_run_passes(addon, cpu_run):
     assert by_name["train"]["loss_ratio"] < 0.7 and by_name["amp"]["loss_ratio"] < 0.7
     assert "layer outputs bfloat16" in by_name["amp"]["detail"]  # really mixed, on the CPU too
     assert "outputs equal" in by_name["checkpoint"]["detail"]
+    assert by_name["dataloader"]["passed"] and not by_name["dataloader"].get("skipped")
     for name in ("nvidia_smi", "cuda_available", "device", "cuda_arch", "model_on_cuda",
                  "cudnn_conv", "memory"):
         assert by_name[name].get("skipped") is True and by_name[name]["passed"], name

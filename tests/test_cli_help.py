@@ -133,3 +133,18 @@ def test_checks_are_counted_one_way():
               {"name": "c", "passed": False, "skipped": True}, {"name": "d", "passed": False}]
     assert tally(checks) == "1 passed, 1 skipped, 2 failed"
     assert tally([]) == "0 passed, 0 skipped, 0 failed"
+
+
+def test_tables_fit_the_terminal_and_say_yes_or_no(monkeypatch, capsys):
+    from envgen.commands._common import table
+    text = table([["a" * 80, True, None], ["b", False, "x" * 90]], ["name", "ok", "why"],
+                 width=60)
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 60
+    assert "yes" in lines[2] and "no" in lines[3] and "True" not in text and "…" in text
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["matrix", "list"]) == 0
+    assert max(len(line.rstrip()) for line in capsys.readouterr().out.splitlines()) <= 80
+    assert main(["resolve", "pytorch-cu121"]) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()
+               if line.startswith(("  packages", "            "))) <= 80

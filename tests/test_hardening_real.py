@@ -120,10 +120,17 @@ docker_only = [pytest.mark.docker, pytest.mark.skipif(not services.first_daemon_
                                                       reason="no Docker daemon answers")]
 
 
+def _default_signals() -> None:
+    # A suite started in the background (`make test &`, nohup) hands its children SIGINT
+    # ignored, and Python then keeps ignoring it: envgen must see Ctrl-C as a terminal sends it.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(argv, env) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "envgen", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **env})
+                            env={**os.environ, **env}, preexec_fn=_default_signals)
 
 
 def _wait_for(predicate, seconds: float, what: str):

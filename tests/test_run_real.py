@@ -2,8 +2,10 @@
 in the current folder, as the image's user, its exit code passed back, no container left."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,19 @@ def test_without_network_the_container_has_none(tmp_path):
             "import socket; print(sorted(i[1] for i in socket.if_nameindex()))", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "['lo']"
+
+
+def test_dockers_default_shared_memory_fails_the_dataloader_check_certification_passes_it(
+        built):
+    # Docker's own default: 64 MB of /dev/shm. The payload's loader workers need more.
+    r = docker("run", "--rm", "--network", "none", "--user", "envgen", TAG, "python",
+               "/opt/envgen/torch_smoke.py", "--require", "cpu", "--timeout", "120")
+    assert r.returncode == 1, r.stdout[-1000:] + r.stderr[-1000:]
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["dataloader"]["passed"] is False
+    assert "/dev/shm 64 MiB" in checks["dataloader"]["detail"]
+    assert "--shm-size 8g" in checks["dataloader"]["detail"]
+    # certification's run profile (8 GB) passes the same check
+    cert = json.loads(Path(built["certificate"]["path"]).read_text())
+    dl = next(c for c in cert["report"]["checks"] if c["name"] == "dataloader")
+    assert dl["passed"] and "/dev/shm 8192 MiB" in dl["detail"]

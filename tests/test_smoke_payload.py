@@ -93,6 +93,10 @@ def test_cpu_run_passes(cpu_run):
     assert by_name["checkpoint"]["passed"] and "outputs equal" in by_name["checkpoint"]["detail"]
     assert by_name["throughput"]["passed"]
     assert report["metrics"]["samples_per_s"] > 0 and report["metrics"]["gemm_gflops"] > 0
+    # worker processes through /dev/shm, on the CPU too
+    assert by_name["dataloader"]["passed"] and not by_name["dataloader"].get("skipped")
+    assert "12 batches of 24 MiB in order" in by_name["dataloader"]["detail"]
+    assert report["metrics"]["dataloader_mib_per_s"] > 0
     for name in ("nvidia_smi", "cuda_available", "device", "cuda_arch", "model_on_cuda",
                  "cudnn_conv", "memory"):
         assert by_name[name].get("skipped") is True and by_name[name]["passed"], name
@@ -183,3 +187,25 @@ def test_arch_match(payload_module):
     assert match(arches + ["compute_90"], (12, 0)) == "compute_90"  # PTX JIT
     assert match(["sm_90a"], (9, 0)) == "sm_90a" and match(["sm_90a"], (10, 0)) is None
     assert match([], (8, 0)) is None
+
+
+def test_a_dataloader_that_cannot_get_shared_memory_fails_naming_the_fix(monkeypatch):
+    """What Docker's 64 MB /dev/shm does to a loader with workers, provoked here by workers
+    that die as SIGBUS kills them; the real 64 MB container is tests/test_run_real.py."""
+    torch = pytest.importorskip("torch")
+    from envgen.smoke import _harness as h
+    from envgen.smoke import torch_smoke as ts
+
+    class Dying(ts._Batches):
+        def __getitem__(self, i):
+            import os
+            import signal
+            os.kill(os.getpid(), signal.SIGBUS)
+    monkeypatch.setattr(ts, "_Batches", Dying)
+    rep = {"payload": "torch_smoke", "require": "cpu", "level": "cpu", "checks": [],
+           "errors": [], "metrics": {}}
+    ts.check_dataloader(rep, torch.device("cpu"))
+    (check,) = rep["checks"]
+    assert check["name"] == "dataloader" and check["passed"] is False
+    assert "--shm-size 8g" in check["detail"] and "/dev/shm" in check["detail"]
+    assert h.tally(rep["checks"]) == "0 passed, 0 skipped, 1 failed"

@@ -55,10 +55,26 @@ def print_certificate(cert: dict) -> None:
             print(f"  failed: {c['name']}: {c.get('detail', '')}", file=sys.stderr)
 
 
-def table(rows: list[list], header: list[str]) -> str:
-    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return " ".join(str(value).split())
+
+
+def table(rows: list[list], header: list[str], width: int | None = None) -> str:
+    """A plain table that fits the terminal (COLUMNS honoured): the widest columns give way
+    first, and a cut cell ends in '…'; --json has every value whole."""
+    import shutil
+    rows = [[_cell(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(header)]
+    room = (width or shutil.get_terminal_size((100, 24)).columns) - 2 * (len(header) - 1)
+    while sum(widths) > room and max(widths) > 12:
+        widths[widths.index(max(widths))] -= 1
+    rows = [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths, strict=True)]
+            for r in rows]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)),
                       *(fmt.format(*r) for r in rows)])

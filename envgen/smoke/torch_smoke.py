@@ -312,6 +312,7 @@ def torch_run(rep, opts, deadline, train_checks):
     finally:
         rep["telemetry"] = (telemetry.stop() if telemetry
                             else {"source": None, "samples": 0, "error": h.cpu_why(rep)})
+    guarded(rep, "dataloader", check_dataloader, device)
     gpu_check(rep, "cudnn_conv", check_cudnn, device)
     gpu_check(rep, "memory", check_memory, device)
     if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
@@ -320,6 +321,61 @@ def torch_run(rep, opts, deadline, train_checks):
         count = torch.cuda.device_count() if use_cuda else 0
         h.skip(rep, "multi_gpu", f"needs more than one GPU; {count} in use")
     rep["metrics"]["duration_s"] = round(time.monotonic() - t0, 2)
+
+
+# A DataLoader's worker processes hand each batch over shared memory (/dev/shm). Docker gives a
+# container 64 MB of it unless told otherwise, and a loader with workers then dies mid-epoch
+# with a bus error. Batches of 24 MiB, 2 workers prefetching 2 each: about 96 MiB in flight.
+LOADER_WORKERS, LOADER_BATCHES, LOADER_BATCH_MIB = 2, 12, 24
+SHM_ADVICE = ("give the container more shared memory: docker run --shm-size 8g (or --ipc=host); "
+              "envgen run and envgen certify use 8g")
+
+
+def shm_mib(path="/dev/shm"):
+    """The size of the shared-memory file system in MiB, None where there is none."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize // 2**20
+
+
+class _Batches(torch.utils.data.Dataset if torch is not None else object):
+    def __len__(self):
+        return LOADER_BATCHES
+
+    def __getitem__(self, i):
+        return torch.full((LOADER_BATCH_MIB * 2**18,), float(i))   # float32: 4 bytes each
+
+
+def check_dataloader(rep, device):
+    """A DataLoader with worker processes (and pinned memory on CUDA) delivers every batch
+    intact; when it cannot, the failure names the shared memory and the fix."""
+    shm = shm_mib()
+    pin = device.type == "cuda"
+    where = f"/dev/shm {shm} MiB" if shm is not None else "no /dev/shm"
+    loader = torch.utils.data.DataLoader(_Batches(), batch_size=None,
+                                         num_workers=LOADER_WORKERS, prefetch_factor=2,
+                                         pin_memory=pin, timeout=60)
+    t0 = time.monotonic()
+    try:
+        seen = []
+        for batch in loader:
+            batch = batch.to(device, non_blocking=pin)
+            seen.append(float(batch[0]))
+    except Exception as exc:   # a worker killed by SIGBUS, or "No space left on device"
+        text = " ".join(str(exc).split())[:300]
+        return h.check(rep, "dataloader", False,
+                       f"{LOADER_WORKERS} workers failed ({type(exc).__name__}: {text}); "
+                       f"{where}: {SHM_ADVICE}", shm_mib=shm)
+    seconds = time.monotonic() - t0
+    mib_s = LOADER_BATCHES * LOADER_BATCH_MIB / max(seconds, 1e-6)
+    rep["metrics"]["dataloader_mib_per_s"] = round(mib_s, 1)
+    intact = seen == [float(i) for i in range(LOADER_BATCHES)]
+    return h.check(rep, "dataloader", intact,
+                   f"{LOADER_WORKERS} workers, pin_memory={pin}: {LOADER_BATCHES} batches of "
+                   f"{LOADER_BATCH_MIB} MiB{' in order' if intact else ' OUT OF ORDER'}, "
+                   f"{mib_s:.0f} MiB/s ({where})", shm_mib=shm)
 
 
 def check_round_trip(rep, how, size, model, fresh, forward):
