@@ -47,8 +47,17 @@ def test_the_rendered_folder_builds_on_its_own_to_identical_layers(built, second
     r = envgen("render", "pytorch-cu121", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert (out / "base" / "build-base.sh").is_file() and (out / ".dockerignore").is_file()
+    from envgen.base_image import choose_mirror
+    from envgen.matrix import load_matrix
+    from envgen.resolve import resolve
+    from envgen.spec import parse_spec
+    m = load_matrix()
+    base = resolve(m, parse_spec("pytorch-cu121", m)).base
     d2 = second_daemon.host
-    env = {**os.environ, **dict(cli.env), "DOCKER_HOST": d2}
+    # the script's documented knob: a mirror serving the base's archive state (the default,
+    # snapshot.debian.org, is not reachable from every CI machine)
+    env = {**os.environ, **dict(cli.env), "DOCKER_HOST": d2,
+           "ENVGEN_DEBIAN_MIRROR": choose_mirror(base)}
     tag = "envgen-test/standalone:ci"
     secret = ["--secret", f"id=ca,src={CA}"] if os.path.exists(CA) else []
     try:
