@@ -20,7 +20,6 @@ from .files import check_writable
 from .model import Closure, Stack
 from .registry import parse_tagged, split_tag
 
-_STEP = re.compile(r"^#\d+ \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
 _ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed running")
 # pip's words for a file whose bytes are not the ones the closure pins:
 #     torch==2.4.1 from https://…/torch-2.4.1-….whl:
@@ -192,7 +191,7 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
         argv.append(f"--network={network}")
     argv.append(str(ctx))
     env = {**os.environ, **dict(cli.env)}
-    last_step, failed_step, error_line = "", "", ""
+    failed_step, error_line = "", ""
     tail: deque[str] = deque(maxlen=400)
     steps = Steps()
     with open(log_path, "w") as log:
@@ -203,13 +202,11 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
             for line in _lines(proc, idle):
                 log.write(line)
                 tail.append(line.rstrip("\n"))
-                if _STEP.match(line.strip()):
-                    last_step = line.strip()
                 event = steps.feed(line)
                 if event is not None:
                     progress(event)
                 if _ERROR_STEP.search(line) and not failed_step:
-                    failed_step = last_step or line.strip()
+                    failed_step = steps.last_header or line.strip()
                 if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
                     error_line = line.strip()
             rc = proc.wait()
@@ -225,7 +222,7 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
             proc.wait()
             raise
     if rc != 0 or not iid.exists():
-        step = failed_step or last_step or "before the first step"
+        step = failed_step or steps.last_header or "before the first step"
         explained = explain_failure(list(tail))
         if explained:
             raise BuildFailed(f"build failed: {explained}; the log is {log_path}")

@@ -42,11 +42,13 @@ class Steps:
 
     def __init__(self):
         self.steps: dict[str, dict] = {}   # BuildKit's #id -> {"n", "of", "name"}
+        self.last_header = ""   # the latest `#7 [stage-0 3/8] RUN ...` line, as printed
 
     def feed(self, line: str) -> Event | None:
         line = line.strip()
         m = _START.match(line)
         if m:
+            self.last_header = line
             vid, n, of, command = m.groups()
             if vid in self.steps:
                 return None   # BuildKit repeats a step's header when it prints more of it

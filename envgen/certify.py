@@ -22,6 +22,9 @@ from .render.views import PAYLOAD_DIR
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
 NOBODY = "65534:65534"
+# The payload's shared memory: DataLoader workers and NCCL need more than Docker's 64 MB.
+# `envgen run` and the devcontainer give the same.
+SHM_SIZE = "8g"
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         code, stdout, stderr = run_to_end(
             c, target.image_id, cmd, timeout, before_start=hash_payload, network_mode="none",
             user=user, environment=env, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            shm_size="8g", labels={"io.envgen.certify": "1"},
+            shm_size=SHM_SIZE, labels={"io.envgen.certify": "1"},
             on_stderr_line=check_lines(progress) if progress else None, **kwargs)
     except TimeoutError:
         raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "

@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 
 from .build import default_tag
-from .certify import NCCL_ENV
+from .certify import NCCL_ENV, SHM_SIZE   # certification's own, so the two cannot drift
 from .errors import InputError, shown
 from .model import Stack
 from .registry import parse_repository, parse_tagged, split_tag
 
 # templates/Dockerfile.j2 ends with `USER envgen` (UID 10001): the image's non-root user.
 REMOTE_USER = "envgen"
-# certify.py runs the payload with shm_size="8g": DataLoader workers and NCCL need more than
-# Docker's 64 MB default.
-SHM_SIZE = "8g"
 
 
 def pushed_reference(stack: Stack, registry: str) -> str:

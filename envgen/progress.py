@@ -15,7 +15,6 @@ document under --json).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -24,11 +23,15 @@ import time
 MODES = ("auto", "tty", "plain", "json", "quiet")
 
 
-@dataclasses.dataclass(frozen=True)
 class Event:
-    kind: str          # "step" (a build step) or "check" (a certification check)
-    message: str
-    fields: dict = dataclasses.field(default_factory=dict)
+    """A build step or a certification check, for a reporter that can show more than a line.
+    (A plain class: the CLI imports this module for every command, --version included.)"""
+    __slots__ = ("kind", "message", "fields")
+
+    def __init__(self, kind: str, message: str, fields: dict | None = None):
+        self.kind = kind          # "step" (a build step) or "check" (a certification check)
+        self.message = message
+        self.fields = fields or {}
 
     def __str__(self) -> str:
         return self.message

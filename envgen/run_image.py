@@ -11,11 +11,10 @@ import shlex
 from dataclasses import dataclass
 
 from . import gpu_access
-from .certify import NOBODY, Target, container_env
+from .certify import NOBODY, SHM_SIZE, Target, container_env
 from .errors import InputError
 
 WORKSPACE = "/workspace"
-SHM = "8g"   # what certification gives the payload: a DataLoader dies on Docker's 64 MB
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def docker_argv(docker: str, target: Target, plan: gpu_access.GpuPlan,
     """The whole `docker run` command line. Every value is its own argument (no shell)."""
     # No --init: some daemons ship no docker-init (certification needs none either); the
     # command is PID 1 and gets the signals the docker CLI passes on.
-    argv = [docker, "run", "--rm", "--shm-size", SHM, "--cap-drop", "ALL",
+    argv = [docker, "run", "--rm", "--shm-size", SHM_SIZE, "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--label", "io.envgen.run=1"]
     argv += ["-it"] if opts.tty else ["-i"]
     if not opts.network:

@@ -63,7 +63,9 @@ def test_the_gpu_reaches_the_container_once():
 
 def test_the_run_flags_and_user_are_those_certification_and_the_image_use():
     certify_source = (ROOT / "envgen" / "certify.py").read_text()
-    assert f'shm_size="{devcontainer.SHM_SIZE}"' in certify_source
+    from envgen import certify
+    assert "shm_size=SHM_SIZE" in certify_source
+    assert devcontainer.SHM_SIZE == certify.SHM_SIZE == "8g"
     users = re.findall(r"^USER (\S+)$", (ROOT / "templates" / "Dockerfile.j2").read_text(),
                        flags=re.M)
     assert users[-1] == devcontainer.REMOTE_USER

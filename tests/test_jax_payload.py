@@ -5,7 +5,8 @@ and optax, and are skipped where they are not importable (Python 3.11 gets jax 0
     python3 -m venv /tmp/jax-venv && /tmp/jax-venv/bin/pip install "jax==0.10.2" flax optax pytest
     /tmp/jax-venv/bin/python -m pytest -q tests/test_jax_payload.py
 The payload and the harness are copied side by side into a folder and run as scripts there, as
-/opt/envgen holds them in an image; nothing here imports envgen's other modules.
+/opt/envgen holds them in an image; nothing here imports envgen's other modules (the import
+reader comes from test_smoke_payload.py, which needs no more than this file).
 """
 import ast
 import importlib.metadata
@@ -19,32 +20,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from test_smoke_payload import imported   # stdlib and pytest only, like this file
 
 SMOKE = Path(__file__).resolve().parents[1] / "envgen" / "smoke"
 PAYLOAD = SMOKE / "jax_smoke.py"
 QUICK = ["--quick", "--batch", "32", "--gemm-size", "128"]
 ALLOWED = {"_harness", "jax", "jaxlib", "flax", "optax", "numpy"}
 GPU_CHECKS = ("nvidia_smi", "gpu_available", "device", "model_on_gpu", "cudnn_conv", "memory")
-
-
-def imported(path):
-    """Top-level names a file imports; `from envgen.smoke import X` counts as X."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"relative import, line {node.lineno}: the file travels alone"
-            if node.module == "envgen.smoke":
-                found.update(alias.name for alias in node.names)
-            else:
-                found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
-            pytest.fail(f"dynamic __import__ at line {node.lineno}")
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant)):
-            found.add(node.args[0].value.split(".")[0])
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -124,3 +124,10 @@ def test_progress_is_a_global_option_before_or_after_the_command(capsys):
     assert main(["matrix", "validate", "--progress", "quiet"]) == 0
     assert main(["matrix", "validate", "--progress", "loud"]) == 2
     assert "--progress" in capsys.readouterr().err
+
+
+def test_the_last_step_header_names_where_a_build_failed():
+    s = Steps()
+    for line in BUILDKIT.splitlines()[:14]:   # up to the framework step's ERROR line
+        s.feed(line)
+    assert s.last_header.startswith("#9 [stage-0 5/8] RUN") and "3-framework" in s.last_header

@@ -66,6 +66,9 @@ def imported(path):
                 found.add(node.module.split(".")[0])
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
             pytest.fail(f"dynamic __import__ at line {node.lineno}")
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            found.add(node.args[0].value.split(".")[0])
     return found
 
 

@@ -47,12 +47,17 @@ def cert_line(cert: dict) -> str:
             f"{cert['host']['driver'] or '-'}, {cert['seconds']} s")
 
 
+def print_failed(checks: list[dict]) -> None:
+    """Each failed check of a payload's report, on stderr."""
+    for c in checks:
+        if not c.get("passed"):
+            print(f"  failed: {c.get('name')}: {c.get('detail', '')}", file=sys.stderr)
+
+
 def print_certificate(cert: dict) -> None:
     """The one-line verdict on stdout, each failed check on stderr."""
     print(cert_line(cert))
-    for c in cert["report"].get("checks", []):
-        if not c.get("passed"):
-            print(f"  failed: {c['name']}: {c.get('detail', '')}", file=sys.stderr)
+    print_failed(cert["report"].get("checks", []))
 
 
 def _cell(value) -> str:

@@ -7,6 +7,7 @@ import sys
 
 from ..context import SMOKE_DIR
 from ..errors import CheckFailed, EnvironmentMissing
+from ._common import print_failed
 
 
 def _summary(stdout: str) -> None:
@@ -20,9 +21,7 @@ def _summary(stdout: str) -> None:
                           "its log)") from None
     print(f"{'PASSED' if rep.get('passed') else 'FAILED'} at level {rep.get('level')}: "
           f"{tally(checks)}")
-    for c in checks:
-        if not c.get("passed"):
-            print(f"  failed: {c.get('name')}: {c.get('detail', '')}", file=sys.stderr)
+    print_failed(checks)
 
 
 def run(args) -> int:

@@ -168,6 +168,14 @@ def cpu_why(rep):
     return "CPU level (--require cpu)" if rep["require"] == "cpu" else "no GPU: CPU level"
 
 
+def nvidia_smi_check(rep):
+    """nvidia-smi: where a GPU was required it always runs (it tells why one is missing),
+    elsewhere it is a GPU-only check."""
+    if rep["require"] == "cuda":
+        return guarded(rep, "nvidia_smi", check_nvidia_smi)
+    return gpu_check(rep, "nvidia_smi", check_nvidia_smi)
+
+
 def gpu_check(rep, name, fn, *args, oom=None):
     """A GPU-only check: it runs where training uses the GPU, and is "not applicable" elsewhere."""
     if rep["level"] == "cuda":

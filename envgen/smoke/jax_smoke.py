@@ -758,10 +758,7 @@ def run_into(rep, opts, deadline):
     gpus, device, why = find_devices(rep, opts)
     h.log(rep["payload"], f"jax {jax.__version__}, level {rep['level']} (--require "
                           f"{opts.require}), {h.train_steps(opts)} steps, batch {opts.batch}")
-    if opts.require == "cuda":  # nvidia-smi tells why a requested GPU is missing
-        guarded(rep, "nvidia_smi", h.check_nvidia_smi)
-    else:
-        gpu_check(rep, "nvidia_smi", h.check_nvidia_smi)
+    h.nvidia_smi_check(rep)
     check_gpu_available(rep, gpus, why)
     gpu_check(rep, "device", check_device, gpus)
     if rep["level"] != "cuda":

@@ -285,10 +285,7 @@ def torch_checks(rep, opts):
     rep["versions"].update(read_versions())
     h.log(rep["payload"], f"torch {torch.__version__}, level {rep['level']} (--require "
                           f"{opts.require}), {h.train_steps(opts)} steps, batch {opts.batch}")
-    if opts.require == "cuda":  # nvidia-smi tells why a requested GPU is missing
-        guarded(rep, "nvidia_smi", h.check_nvidia_smi)
-    else:
-        gpu_check(rep, "nvidia_smi", h.check_nvidia_smi)
+    h.nvidia_smi_check(rep)
     check_cuda_available(rep, available)
     gpu_check(rep, "device", check_device, device)
     gpu_check(rep, "cuda_arch", check_arch, device)
