@@ -76,6 +76,8 @@ class BuildResult:
 
 
 def default_tag(stack: Stack) -> str:
+    if stack.project is not None:   # a team's image: its name, then the stack under it
+        return f"envgen/{stack.project.name}:{stack.stack}-py{stack.python}-{stack.base.name}"
     return f"envgen/{stack.stack}:{stack.version}-py{stack.python}-{stack.base.name}"
 
 
@@ -113,14 +115,15 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
     write_context(stack, closure, ctx, base_ref=base_ref, buildkit=cli is not None)
+    args = build_args(stack)
     if cli is not None:
         image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache,
-                                   iid=ctx.with_name(f".{stack.stack}.iid"))
+                                   iid=ctx.with_name(f".{stack.stack}.iid"), build_args=args)
         used = cli.describe
     else:
         progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
                  "times, so this image's layers are not reproducible bit for bit")
-        image_id = _build_classic(c, ctx, log_path, progress, no_cache)
+        image_id = _build_classic(c, ctx, log_path, progress, no_cache, args)
         used = "docker SDK classic builder"
     if tag_it:
         tag_image(c, image_id, tag)
@@ -130,6 +133,23 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
                        size_bytes=int(img.attrs.get("Size") or 0), closure=closure,
                        closure_from=origin,
                        layers=tuple((img.attrs.get("RootFS") or {}).get("Layers") or ()))
+
+
+MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/%+-]{1,300}")
+
+
+def build_args(stack: Stack) -> dict[str, str]:
+    """A project's apt step on a local Debian base reads the base's snapshot from a
+    mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default mirror when it does, else
+    snapshot.debian.org): the same choice that made the base."""
+    if stack.project is None or not stack.project.apt or stack.base.kind != "local" \
+            or not stack.base.snapshot:
+        return {}
+    from .base_image import choose_mirror
+    mirror = choose_mirror(stack.base)
+    if not MIRROR_URL.fullmatch(mirror):
+        raise InputError(f"ENVGEN_DEBIAN_MIRROR={mirror[:60]!r} is not a plain http(s) URL")
+    return {"ENVGEN_DEBIAN_MIRROR": mirror}
 
 
 IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
@@ -160,18 +180,18 @@ def _lines(proc, idle: float):
 
 
 def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                    iid: Path) -> str:
+                    iid: Path, build_args: dict | None = None) -> str:
     """Run the BuildKit CLI on `ctx`; the image ID comes from --iidfile `iid` (beside the
     context, not in /tmp: a killed run leaves nothing there, the next one overwrites it)."""
     iid.unlink(missing_ok=True)
     try:
-        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid)
+        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid, build_args or {})
     finally:
         iid.unlink(missing_ok=True)
 
 
 def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                  iid: Path) -> str:
+                  iid: Path, build_args: dict | None = None) -> str:
     from .engine import seconds_from_env
     idle = seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S)
     argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
@@ -183,6 +203,8 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
         argv += ["--secret", f"id=netrc,src={netrc}"]
     if no_cache:
         argv.append("--no-cache")
+    for key, value in (build_args or {}).items():
+        argv += ["--build-arg", f"{key}={value}"]
     network = os.environ.get("ENVGEN_BUILD_NETWORK")
     if network:  # e.g. "none" on an offline daemon
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", network):
@@ -231,7 +253,8 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
     return iid.read_text().strip()
 
 
-def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool) -> str:
+def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool,
+                   build_args: dict | None = None) -> str:
     import docker
     image_id = None
     started = time.monotonic()
@@ -239,6 +262,7 @@ def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool) -> st
         try:
             for chunk in c.api.build(path=str(ctx), dockerfile="Dockerfile", rm=True,
                                      forcerm=True, decode=True, nocache=no_cache,
+                                     buildargs=build_args or None,
                                      timeout=IDLE_S):
                 text = chunk.get("stream") or chunk.get("status") or ""
                 log.write(text)

@@ -143,6 +143,22 @@ def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
 _CHECK_LINE = re.compile(r"^\[[\w]+_smoke [0-9:]+\] (PASS|SKIP|FAIL) ([\w.-]+): (.*)$")
 
 
+def project_smoke(c, target: Target, argv: tuple[str, ...], timeout: int, run: dict) -> dict:
+    """The project's own smoke command, in a container started as the payload's was: a
+    check that passes when it exits 0, with the last lines of its output."""
+    import shlex
+    started = time.monotonic()
+    try:
+        code, stdout, stderr = run_to_end(c, target.image_id, list(argv), timeout, **run)
+    except TimeoutError:
+        code, stdout, stderr = None, "", f"killed after {timeout} s"
+    tail = " | ".join((stdout + stderr).strip().splitlines()[-3:])[-300:]
+    return {"name": "project smoke", "passed": code == 0,
+            "detail": f"{shlex.join(argv)[:120]} exited {code}"
+                      f"{': ' + tail if tail else ''}",
+            "seconds": round(time.monotonic() - started, 2), "exit_code": code}
+
+
 def check_lines(progress):
     """A stderr-line handler that reports the payload's checks to `progress` as Events."""
     from .progress import Event
@@ -213,6 +229,16 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     if report is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
         raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
+    if st.project is not None and st.project.smoke:
+        check = project_smoke(c, target, st.project.smoke, timeout, dict(
+            network_mode="none", user=user, environment=env, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], shm_size=SHM_SIZE,
+            labels={"io.envgen.certify": "1"}, **kwargs))
+        report = {**report, "checks": [*report.get("checks", []), check],
+                  "passed": bool(report.get("passed")) and check["passed"]}
+        if progress:
+            progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
+                     f"{check['detail']}"[:200])
     return {
         "schema": 1,
         "image_id": target.image_id,

@@ -44,7 +44,8 @@ from .commands._common import table as _table
 from .progress import MODES as PROGRESS_MODES  # noqa: E402
 
 SPEC_HELP = ("a stack name (pytorch-cu121; `envgen matrix list` shows them all) or a spec "
-             "(torch==2.3.1,cuda=12.1 or lightning>=2.5,torch==2.7.1)")
+             "(torch==2.3.1,cuda=12.1 or lightning>=2.5,torch==2.7.1); default: the stack "
+             "of ./envgen.yaml")
 
 
 # ---- matrix -------------------------------------------------------------------------------
@@ -196,6 +197,15 @@ def cmd_require_cuda(args) -> int:
     return 0 if d.ok else 1
 
 
+def cmd_completion(args) -> int:
+    """`envgen completion bash|zsh`: the script, from this very parser."""
+    from . import completion
+    from .commands._common import load_matrix_for
+    stacks = load_matrix_for(args).stack_names()
+    print(getattr(completion, args.shell)(build_parser(), stacks), end="")
+    return 0
+
+
 def _later(name):
     def run(args):
         from importlib import import_module
@@ -258,25 +268,47 @@ def build_parser() -> argparse.ArgumentParser:
     rf.set_defaults(func=_later("refresh"))
     mx.set_defaults(func=cmd_matrix)
 
+    it = sub.add_parser("init", parents=[json_flag],
+                        help="write an annotated envgen.yaml (the project file) here",
+                        description="Write envgen.yaml: the stack, your own pinned pip "
+                        "packages, apt packages, files to copy and a smoke command of your "
+                        "own. Every command that takes a SPEC reads it when no SPEC is "
+                        "given (ENVGEN_PROJECT names another file, or '' for none).")
+    it.add_argument("spec", nargs="?", metavar="STACK",
+                    help="the stack or spec the project builds on (default pytorch-cpu)")
+    it.add_argument("--name", help="the image's name, envgen/NAME (default: this folder's)")
+    it.add_argument("-o", "--output", type=_path, metavar="FILE",
+                    help="where to write it (default ./envgen.yaml)")
+    it.add_argument("--force", action="store_true", help="replace an existing file")
+    it.set_defaults(func=_later("init"))
+
+    co = sub.add_parser("completion", help="a shell completion script (bash or zsh)",
+                        description="Print a completion script: commands, options, their "
+                        "choices, files where a path goes and the matrix's stack names where "
+                        "a SPEC goes. Load it with `source <(envgen completion bash)`, or "
+                        "write it to ~/.local/share/bash-completion/completions/envgen.")
+    co.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+    co.set_defaults(func=cmd_completion)
+
     r = sub.add_parser("resolve", parents=[json_flag, host], help="spec -> pinned stack")
-    r.add_argument("spec", help=SPEC_HELP)
+    r.add_argument("spec", nargs="?", help=SPEC_HELP)
     r.set_defaults(func=cmd_resolve)
 
     cl = sub.add_parser("closure", parents=[json_flag, host],
                         help="the full hash-pinned closure of a stack (resolved once, cached)")
-    cl.add_argument("spec", help=SPEC_HELP)
+    cl.add_argument("spec", nargs="?", help=SPEC_HELP)
     cl.add_argument("--refresh", action="store_true",
                     help="resolve again with uv even when a closure is stored")
     cl.set_defaults(func=cmd_closure)
 
     rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
-    rd.add_argument("spec", help=SPEC_HELP)
+    rd.add_argument("spec", nargs="?", help=SPEC_HELP)
     rd.add_argument("-o", "--output", required=True, metavar="DIR", type=_path,
                     help="the folder to write the build context into")
     rd.set_defaults(func=cmd_render)
 
     b = sub.add_parser("build", parents=[json_flag, host], help="render and build an image")
-    b.add_argument("spec", help=SPEC_HELP)
+    b.add_argument("spec", nargs="?", help=SPEC_HELP)
     b.add_argument("--certify", action="store_true", help="certify the image after building")
     b.add_argument("--tag", metavar="T", help="image tag (default envgen/STACK:VERSION)")
     b.add_argument("--gpus", default="auto", help="for --certify: all, none, auto or 0,1")
@@ -288,8 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("certify", parents=[json_flag, host],
                        help="run the smoke-training payload in an image")
-    c.add_argument("target", metavar="IMAGE|SPEC",
-                   help="an image reference or id, or a spec whose built image to certify")
+    c.add_argument("target", metavar="IMAGE|SPEC", nargs="?",
+                   help="an image reference or id, or a spec whose built image to certify "
+                        "(default: the stack of ./envgen.yaml)")
     c.add_argument("--gpus", default="auto", help="all, none, auto (default) or 0,1")
     c.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
                    default="auto", help="how GPUs reach the container")
@@ -310,8 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")
     lk.add_argument("specs", nargs="*", metavar="SPEC",
-                    help="stacks, specs or image references to pin (default: the stacks "
-                         "already in the output lock)")
+                    help="stacks, specs or image references to pin (default: the image of "
+                         "./envgen.yaml's stack, else every stack's newest certified image)")
     lk.add_argument("-o", "--output", default="envgen.lock", type=_path,
                     help="the lock file to write (default envgen.lock)")
     lk.add_argument("--push", metavar="REPOSITORY",
@@ -345,9 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     df.set_defaults(func=_later("diff"))
 
     def run_options(parser):
-        parser.add_argument("target", metavar="IMAGE|SPEC",
+        parser.add_argument("target", metavar="IMAGE|SPEC", nargs="?",
                             help="a certified image (reference or id) or the spec whose "
-                                 "built image to use")
+                                 "built image to use (default: the stack of ./envgen.yaml)")
         parser.add_argument("--gpus", default="auto",
                             help="all, none, auto (default: every GPU) or 0,1")
         parser.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],

@@ -36,6 +36,7 @@ ENVIRONMENT = {
                          "in GitHub Actions taken from GITHUB_SERVER_URL/GITHUB_REPOSITORY",
     "ENVGEN_REVISION": "the commit the image is built from, for the OCI revision label; in "
                        "GitHub Actions taken from GITHUB_SHA",
+    "ENVGEN_PROJECT": "the project file to read instead of ./envgen.yaml; '' for none",
     "ENVGEN_REFRESH_BACKOFF": "seconds between retries of matrix refresh's index requests "
                               "(default 1)",
 }
@@ -70,6 +71,8 @@ EXAMPLES = {
     "matrix show": "envgen matrix show drivers",
     "matrix validate": "envgen --matrix ./matrices matrix validate",
     "matrix refresh": "envgen --matrix ./matrices matrix refresh pytorch --check",
+    "completion": "envgen completion bash",
+    "init": "envgen init pytorch-cu121 --name trainer",
     "resolve": "envgen resolve 'torch==2.3.1,cuda=12.1' --driver 535.104.05 --cc 9.0",
     "closure": "envgen closure pytorch-cu121",
     "render": "envgen render pytorch-cu121 -o ctx/",

@@ -75,15 +75,24 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
     """Everything the closure depends on, and nothing else (its key is their sha256). A
     stack built over another is constrained to that stack's closure, so the two share
     every distribution they have in common, and every lower image layer."""
+    if stack.project is not None and not stack.project.pip:
+        return inputs_for(stack.plain(), resolve)   # nothing to resolve over the stack
     reqs = sorted(requirement(n, v) for n, v in stack.pip_packages.items())
     tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
     constraints = constraints_for(stack)
-    if stack.builds_on:
+    if stack.project is not None:
+        # A project's packages go over the plain stack's closure, held as it is: the
+        # project image shares every lower layer with the plain image.
+        plain = closure_for(stack.plain(), resolve=resolve)[0]
+        constraints = sorted({*constraints, *(p.requirement for p in plain.pins)})
+        extra = {"project": {"over": plain.key, "apt": list(stack.project.apt),
+                             "snapshot": stack.base.snapshot}}
+    elif stack.builds_on:
         base = base_closure(stack, resolve)
         constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
     return {"requirements": reqs + tools, "constraints": constraints,
             "python": stack.python, "platform": stack.base.platform,
-            "index_url": stack.index_url}
+            "index_url": stack.index_url, **(extra if stack.project is not None else {})}
 
 
 def base_closure(stack: Stack, resolve: bool = True) -> Closure:
@@ -408,7 +417,8 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
     pins, uv_version = compile_pins(inputs, uv)
     # A stack built over another takes that closure's time: SOURCE_DATE_EPOCH stamps every
     # layer, and the shared lower layers are bit-identical only with the same stamp.
-    created = base_closure(stack).created if stack.builds_on else \
+    created = closure_for(stack.plain())[0].created if stack.project is not None else \
+        base_closure(stack).created if stack.builds_on else \
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
              ).rstrip("/")

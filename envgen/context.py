@@ -45,6 +45,9 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(text)
             f.chmod(0o755 if rel in EXECUTABLE else 0o644)
+        if stack.project is not None and stack.project.files:
+            from .project import copy_files
+            copy_files(stack.project, stage / "project")
         for d in [stage, *(p for p in stage.rglob("*") if p.is_dir())]:
             d.chmod(0o755)
         written = []

@@ -153,7 +153,10 @@ def certified_images(load_all=certs.load_all, exists=lambda _id: True):
     """The newest certificate's image for each stack: ([image IDs], [(stack, why) skipped])."""
     chosen, skipped, seen = [], [], set()
     for cert in load_all():
-        name = (cert.get("stack") or {}).get("stack")
+        data = cert.get("stack") or {}
+        name = data.get("stack")
+        if name and isinstance(data.get("project"), dict):   # a project's image: its own key
+            name = f"{data['project'].get('name')}.{name}"
         if not name or name in seen:
             continue
         seen.add(name)
@@ -190,7 +193,7 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
         unlocked = sorted(n for n in p.packages if canonicalize_name(n) not in have)
     else:
         reqs = requirements(p, st, fetch)
-    return st.stack, {
+    return st.key, {
         "stack": st.to_json(),
         "image": {"tag": tag, "id": t.image_id, "repo_digests": list(t.repo_digests),
                   "pinned": None, "layers": layers},

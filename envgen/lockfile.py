@@ -137,6 +137,9 @@ def stack_problems(data) -> list[str]:
             p.append("stack.base: a local base needs a suite")
     else:
         p.append("stack.base must be an object")
+    if data.get("project") is not None:
+        from .project import layer_problems
+        p += layer_problems(data["project"])
     if not p:
         try:
             Stack.from_json(data)

@@ -253,6 +253,39 @@ class BaseImage(Located):
                 "cuda_compat": self.cuda_compat, "provides": dict(self.provides)}
 
 
+APP_DIR = "/home/envgen/app"   # a project's copied files (owned by root, read-only)
+
+
+@dataclass(frozen=True)
+class ProjectLayer:
+    """What a project file (envgen.yaml) adds over a stack: its own exact pip pins (also
+    in Stack.packages), apt packages, files (source, destination, sha256, mode) and a
+    smoke command of its own."""
+
+    name: str
+    pip: tuple[tuple[str, str], ...] = ()
+    apt: tuple[str, ...] = ()
+    files: tuple[tuple[str, str, str, int], ...] = ()
+    smoke: tuple[str, ...] = ()
+    # the folder the files are read from (not part of the stack: a label or lock has "",
+    # and the files are then looked for in the current folder, by their sha256)
+    root: str = field(default="", compare=False)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "pip": dict(self.pip), "apt": list(self.apt),
+                "files": [{"src": s, "dest": d, "sha256": h, "mode": oct(m)[2:]}
+                          for s, d, h, m in self.files],
+                "smoke": list(self.smoke)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ProjectLayer":
+        return cls(name=data["name"], pip=tuple(sorted(data.get("pip", {}).items())),
+                   apt=tuple(data.get("apt", ())),
+                   files=tuple((f["src"], f["dest"], f["sha256"], int(f["mode"], 8))
+                               for f in data.get("files", ())),
+                   smoke=tuple(data.get("smoke", ())))
+
+
 @dataclass(frozen=True)
 class Stack:
     """One fully pinned environment, with the reasons for every choice."""
@@ -289,6 +322,25 @@ class Stack:
     # SPDX expression of what the image installs: the frameworks', the companions' where
     # known, the CUDA libraries'; "" when a framework's or the CUDA libraries' is unknown
     licenses: str = ""
+    # what the project file of the folder it was built from adds (None: a plain stack)
+    project: ProjectLayer | None = None
+
+    @property
+    def key(self) -> str:
+        """The name a lock and the certificate store know this stack by: a project's image
+        is not the plain stack's."""
+        return f"{self.project.name}.{self.stack}" if self.project else self.stack
+
+    def plain(self) -> "Stack":
+        """The stack without its project layer: the image the project's is built over."""
+        if self.project is None:
+            return self
+        own = {n for n, _ in self.project.pip}
+        from packaging.utils import canonicalize_name
+        packages = tuple((n, v) for n, v in self.packages if canonicalize_name(n) not in own)
+        mine = f"project {self.project.name}:"
+        reasons = tuple(r for r in self.reasons if not r.startswith(mine))
+        return self.replace(project=None, packages=packages, reasons=reasons)
 
     def base_stack(self) -> "Stack":
         """The stack this one is installed over (its packages without the add-ons): its
@@ -341,6 +393,7 @@ class Stack:
             "reasons": list(self.reasons),
             "matrix_sha256": self.matrix_sha256,
             "licenses": self.licenses,
+            **({"project": self.project.to_json()} if self.project else {}),
         }
 
     @classmethod
@@ -370,7 +423,9 @@ class Stack:
                    builds_on=(fw.get("builds_on") or {}).get("name"),
                    builds_on_package=(fw.get("builds_on") or {}).get("package"),
                    addons=tuple(fw.get("addons", ())),
-                   licenses=data.get("licenses", ""))   # locks written before it lack it
+                   licenses=data.get("licenses", ""),   # locks written before it lack it
+                   project=ProjectLayer.from_json(data["project"]) if data.get("project")
+                   else None)
 
     def replace(self, **changes) -> "Stack":
         return dataclasses.replace(self, **changes)

@@ -51,6 +51,8 @@ FORMS = [
     ["require-cuda", "check", "cuda>=12", "--driver", "535.104.05", "--env", "{v}"],
     ["require-cuda", "check", "cuda>=12", "--driver", "535.104.05", "--arch", "{v}"],
     ["smoke", "--steps", "{v}"],
+    ["init", "{v}", "--force"], ["init", "pytorch-cpu", "--name", "{v}", "--force"],
+    ["init", "pytorch-cpu", "-o", "{v}"],
 ]
 
 

@@ -50,11 +50,22 @@ def test_cudnn_8_0_5_was_built_for_cuda_10_1_to_11_1():
     assert not _supports(lib.cuda, "11.2")
 
 
-def test_cudnn_rows_whose_11_8_floor_no_source_states_say_so():
-    # The 11.8 floor of these rows is stated nowhere (see the rows' why); the matrix must say so.
+def test_cudnn_9_1_to_9_10_take_the_11_0_floor_of_the_tables_either_side_and_say_so():
+    # No NVIDIA source states an 11.8 floor for these; the 9.0.0 and 9.5.0 tables (above)
+    # list a CUDA 11.x package for 11.0-11.7 beside the 11.8 one. Their own tables were not
+    # read whole, so each row says it is inferred.
     for version in ("9.1.0.70", "9.3.0.75", "9.5.1.17", "9.10.2.21"):
         lib = _cudnn(version)
-        assert lib.cuda == ">=11.8,<13" and lib.inferred and "11.0-11.7" in lib.why
+        assert lib.cuda == ">=11.0,<13" and lib.inferred and "11.0-11.7" in lib.why
+
+
+def test_cudnn_8_1_to_8_4_had_cuda_10_2_builds_too():
+    # NVIDIA's tarballs cudnn-10.2-linux-x64-v8.1.1.33.tgz, ...-v8.2.4.15.tgz and the
+    # _cuda10.2-archive files of 8.3.3.40 and 8.4.1.50; NVIDIA's 8.2.2 and 8.4.0 tables list
+    # a separate CUDA 10.2 package.
+    for version in ("8.1.1.33", "8.2.4.15", "8.3.3.40", "8.4.1.50"):
+        lib = _cudnn(version)
+        assert lib.cuda == ">=10.2,<12" and lib.inferred and "10.2" in lib.why
 
 
 def test_cudnn_cu13_only_builds():

@@ -102,6 +102,8 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
     from ..errors import EnvgenError, InputError, shown
     from ..registry import parse_image_ref
     as_ref = as_spec = not_ref = None
+    if text is None:   # no IMAGE|SPEC: the project file's stack
+        return None, default_tag(resolve_for(args, matrix))
     try:
         as_ref = parse_image_ref(text)
     except InputError as e:
@@ -116,16 +118,28 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
 
 
 def resolve_for(args, matrix=None, spec_text=None):
-    """Resolve args.spec (or spec_text) with the host flags args carries."""
+    """Resolve args.spec (or spec_text) with the host flags args carries. The project file
+    of the folder (envgen.yaml) gives the spec when none is named, and its layer goes over
+    whatever stack is resolved here."""
     import os
 
+    from .. import project
+    from ..errors import InputError
     from ..resolve import host_from_flags, resolve
     from ..spec import parse_spec
+    proj = project.current()
+    text = getattr(args, "spec", None) if spec_text is None else spec_text
+    if text is None:
+        if proj is None:
+            raise InputError(f"no SPEC given and no {project.FILE} in this folder; name a "
+                             f"stack (`envgen matrix list`) or write the file with "
+                             f"`envgen init STACK`")
+        text = proj.spec
     m = matrix or load_matrix_for(args)
     host = host_from_flags(m, driver=getattr(args, "driver", None),
                            gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
                            python=getattr(args, "python", None),
                            sources=getattr(args, "sources", None)
                            or os.environ.get("ENVGEN_SOURCES"))
-    return resolve(m, parse_spec(args.spec if spec_text is None else spec_text, m),
-                   host)
+    stack = resolve(m, parse_spec(text, m), host)
+    return project.apply(stack, proj.layer) if proj else stack

@@ -12,13 +12,17 @@ from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
 
 def _wanted(args, m) -> list[tuple[str, str | None, str | None]]:
     """Each named SPEC|IMAGE with what it names (`ref_or_spec`), checked before any daemon."""
+    if not args.specs:   # in a project's folder: its image; elsewhere every certified one
+        from ..project import current
+        proj = current()
+        return [(proj.spec, *ref_or_spec(args, m, None))] if proj else []
     return [(spec, *ref_or_spec(args, m, spec)) for spec in args.specs]
 
 
 def _refs(args, c, wanted) -> tuple[list[str], list]:
     """Image references to lock: the named specs (an image tag/ID, or a spec resolved to its
     default tag), or the newest certified image of every stack."""
-    if not args.specs:
+    if not wanted:
         refs, skipped = lk.certified_images(
             exists=lambda i: engine.image_or_none(c, i) is not None)
         if not refs:

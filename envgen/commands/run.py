@@ -24,8 +24,19 @@ def _env(pairs) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def run(args) -> int:
+def _split(args, argv: list[str]) -> tuple[str | None, list[str]]:
+    """(IMAGE|SPEC, command): `envgen run -- CMD` names no image (the project file's stack
+    is used), though argparse takes CMD's first word for IMAGE|SPEC."""
     command = list(args.cmd or [])
+    if args.target is not None and "--" in argv:
+        cut = argv.index("--")
+        if args.target in argv[cut + 1:] and args.target not in argv[:cut]:
+            return None, [args.target, *command]
+    return args.target, command
+
+
+def run(args) -> int:
+    target_text, command = _split(args, sys.argv[1:])
     if command[:1] == ["--"]:
         command = command[1:]
     if args.shell:
@@ -40,7 +51,7 @@ def run(args) -> int:
         raise EnvironmentMissing("the docker command is not on PATH (envgen run hands the "
                                  "terminal to it)")
     m = load_matrix_for(args)
-    as_ref, as_spec = ref_or_spec(args, m, args.target)
+    as_ref, as_spec = ref_or_spec(args, m, target_text)
     c = engine.client()
     target = inspect_target(c, _target(c, as_ref, as_spec))
     hg = host.detect()

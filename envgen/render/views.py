@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import __version__, provenance
-from ..model import LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
+from ..model import APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from ..smoke import payload_files
 from .env import environment
@@ -49,17 +49,23 @@ def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
 
 
 LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions",
-                "frameworks over the base")
-LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over")
+                "frameworks over the base", "project packages")
+LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over", "6-project")
 
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     provided = {n.lower() for n, _ in stack.base.provides}
+    full = closure
+    if stack.project is not None:   # the plain stack's pins layer as in the plain image
+        from ..closure import closure_for
+        stack, closure = stack.plain(), closure_for(stack.plain(), resolve=False)[0]
+    own = {p.requirement for p in closure.pins}
     base_pins = set(closure.inputs.get("constraints") or ()) if stack.builds_on else set()
     groups: list[list[Pin]] = [[] for _ in LAYER_TITLES]
-    for pin in closure.pins:
-        if pin.name.lower() not in provided:
-            groups[_layer_of(pin, stack, base_pins)].append(pin)
+    for pin in full.pins:
+        if pin.name.lower() in provided:
+            continue
+        groups[_layer_of(pin, stack, base_pins) if pin.requirement in own else 5].append(pin)
     layers = []
     for i, pins in enumerate(groups):
         if not pins:
@@ -120,6 +126,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
     payload = f"{stack.smoke}_smoke.py"
     payloads = list(payload_files(stack.smoke)) or [payload]
     apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))
+    layers = install_layers(stack, closure)
     return {
         "envgen_version": __version__,
         "stack": stack,
@@ -139,7 +146,8 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "epoch": closure.epoch,
         "uid": UID,
         "index_url": stack.index_url,
-        "layers": install_layers(stack, closure),
+        "layers": project_steps(stack, layers),
+        "project": stack.project,
         "env": env,
         "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
@@ -151,6 +159,46 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "command": ["python", f"{PAYLOAD_DIR}/{payload}"],
         "buildkit": buildkit,
     }
+
+
+APT_LIST = "/tmp/envgen-apt.list"
+APT_LOG = "/tmp/envgen-apt-log"
+
+
+def _step(kind: str, values: dict) -> dict:
+    """One install step; the template tests its kind by flag (templates compare nothing)."""
+    return {"pip_step": kind == "pip", "apt_step": kind == "apt",
+            "files_step": kind == "files", **values}
+
+
+def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
+    """The install steps in order: the stack's pip layers, then a project's apt packages,
+    its own pip layer, its files. Apt reads a sources list of its own and logs outside the
+    image, so the layer holds the packages and dpkg's state, not a mirror's name or a
+    clock. A local Debian base's packages come from its snapshot, or from the mirror
+    `envgen build` passes as ENVGEN_DEBIAN_MIRROR (one serving that snapshot)."""
+    layer = stack.project
+    steps = [_step("pip", x) for x in layers if x["dir"] != "6-project"]
+    if layer is None:
+        return steps
+    base = stack.base
+    if layer.apt:
+        mirror_arg = base.kind == "local" and bool(base.snapshot)
+        source = (f"http://snapshot.ubuntu.com/ubuntu/{base.snapshot}"
+                  if base.kind == "registry" and base.snapshot and base.suite else None)
+        opts = [f"Dir::Log={APT_LOG}", "Acquire::Check-Valid-Until=false"]
+        if mirror_arg or source:
+            opts += [f"Dir::Etc::SourceList={APT_LIST}", "Dir::Etc::SourceParts=/nonexistent"]
+        steps.append(_step("apt", {"mirror_arg": mirror_arg, "source": source,
+                      "snapshot": bool(mirror_arg or source),
+                      "mirror_default": f"https://snapshot.debian.org/archive/debian/"
+                                        f"{base.snapshot}" if mirror_arg else "",
+                      "suite": base.suite or "", "list": APT_LIST, "log": APT_LOG,
+                      "components": "main universe" if source else "main", "opts": opts}))
+    steps += [_step("pip", x) for x in layers if x["dir"] == "6-project"]
+    if layer.files:
+        steps.append(_step("files", {"app_dir": APP_DIR}))
+    return steps
 
 
 def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = None,

@@ -1,0 +1,35 @@
+"""`envgen init [STACK]`: write an annotated envgen.yaml in the current folder."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import project
+from ..errors import InputError
+from ..files import write_atomic
+from ._common import load_matrix_for, out_json
+
+
+def run(args) -> int:
+    path = Path(args.output or project.FILE)
+    if (path.exists() or path.is_symlink()) and not args.force:
+        raise InputError(f"{path} exists; edit it, or pass --force to write a new one")
+    m = load_matrix_for(args)
+    from ..resolve import resolve, host_from_flags
+    from ..spec import parse_spec
+    spec = args.spec or "pytorch-cpu"
+    stack = resolve(m, parse_spec(spec, m), host_from_flags(m))   # refuses a spec now
+    name = args.name or re.sub(r"[^a-z0-9._-]+", "-", Path.cwd().name.lower()).strip("-._")
+    if not project.NAME.fullmatch(name or ""):
+        raise InputError(f"--name {name!r} must be 1-63 of a-z 0-9 . _ - (it names the image)")
+    text = project.init_text(spec if any(c in spec for c in "=<>,") else stack.stack, name)
+    if any(c in spec for c in ":#'\"{}[]&*!|>%@`"):
+        text = text.replace(f"stack: {spec}\n", f"stack: {spec!r}\n".replace("'", '"'))
+    write_atomic(path, text)
+    loaded = project.load(path)   # what was written reads back as a project
+    if args.json:
+        out_json({"path": str(path), "stack": loaded.spec, "name": loaded.layer.name})
+    else:
+        print(f"wrote {path}: stack {loaded.spec}, image envgen/{loaded.layer.name}; "
+              f"edit it, then `envgen build`")
+    return 0

@@ -1,0 +1,217 @@
+"""envgen.yaml (the project file) and `envgen init`, without a daemon: what it reads, every
+refusal with file:line and exit 2, how its layer goes over a stack, how it renders, and the
+checks a lock's or label's project object goes through."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from envgen import project
+from envgen.errors import InputError, MatrixError
+from envgen.lockfile import stack_problems
+from envgen.matrix import load_matrix
+from envgen.resolve import host_from_flags, resolve
+from envgen.spec import parse_spec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOOD = """\
+stack: pytorch-cu121
+name: trainer
+pip:
+  - Einops == 0.8.1
+apt: [jq, git]
+copy:
+  - train.py
+  - src: conf/
+    dest: settings/
+smoke: python app/train.py --steps "2 0"
+"""
+
+
+def cli(*argv, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "envgen", *argv], capture_output=True,
+                          text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {}),
+                               "DOCKER_HOST": "unix:///nonexistent.sock"})
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "a.yaml").write_text("lr: 1\n")
+    (tmp_path / "conf" / "__pycache__").mkdir()
+    (tmp_path / "conf" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "envgen.yaml").write_text(GOOD)
+    return tmp_path
+
+
+def test_a_project_file_reads_into_its_layer(folder):
+    p = project.load(folder / "envgen.yaml")
+    assert p.spec == "pytorch-cu121"
+    layer = p.layer
+    assert layer.name == "trainer" and layer.pip == (("einops", "0.8.1"),)
+    assert layer.apt == ("git", "jq")
+    assert [(s, d) for s, d, _, _ in layer.files] == [("conf/a.yaml", "settings/a.yaml"),
+                                                       ("train.py", "train.py")]
+    assert layer.smoke == ("python", "app/train.py", "--steps", "2 0")   # split, no shell
+
+
+def test_an_executable_keeps_its_mode_and_caches_are_skipped(folder):
+    (folder / "envgen.yaml").write_text(GOOD.replace("  - train.py", "  - run.sh\n  - conf"))
+    files = project.load(folder / "envgen.yaml").layer.files
+    modes = {d: m for _, d, _, m in files}
+    assert modes["run.sh"] == 0o755 and modes["conf/a.yaml"] == 0o644
+    assert not any("__pycache__" in d for d in modes)
+
+
+@pytest.mark.parametrize("edit, line, words", [
+    (("stack: pytorch-cu121", "stack: ''"), 1, "'stack' must name"),
+    (("name: trainer", "name: Trainer!"), 2, "'name'"),
+    (("  - Einops == 0.8.1", "  - einops>=0.8"), 4, "exact pin"),
+    (("  - Einops == 0.8.1", "  - einops==0.8.1 --hash=sha256:00"), 4, "exact pin"),
+    (("  - Einops == 0.8.1", "  - einops==0.8.1\n  - EINOPS==0.8.1"), 5, "listed twice"),
+    (("apt: [jq, git]", "apt: [jq, 'git; rm -rf /']"), 5, "not a Debian package"),
+    (("apt: [jq, git]", "apt: [jq=1.6]"), 5, "not a Debian package"),
+    (("  - train.py", "  - ../secret"), 7, "relative path"),
+    (("  - train.py", "  - /etc/passwd"), 7, "relative path"),
+    (("  - train.py", "  - missing.py"), 7, "no such file"),
+    (("    dest: settings/", "    dest: '-rf'"), 8, "relative path"),
+    (("smoke: python app/train.py --steps \"2 0\"", "smoke: 'python \"unclosed'"), 10,
+     "cannot be split"),
+    (("smoke: python app/train.py --steps \"2 0\"", "smoke: [python, {a: 1}]"), 10,
+     "must be a command"),
+    (("smoke: python app/train.py --steps \"2 0\"", "smokes: [python]"), 10, "unknown key"),
+    (("pip:\n  - Einops == 0.8.1", "pip: einops==0.8.1"), 3, "must be a list"),
+])
+def test_each_bad_value_is_refused_at_its_line(folder, edit, line, words):
+    (folder / "envgen.yaml").write_text(GOOD.replace(*edit))
+    with pytest.raises(MatrixError) as e:
+        project.load(folder / "envgen.yaml")
+    assert e.value.line == line, e.value.message
+    assert words in e.value.message
+
+
+def test_a_symlink_is_refused_as_a_source_and_as_the_file(folder, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "key"
+    outside.write_text("secret\n")
+    (folder / "link.py").symlink_to(outside)
+    (folder / "envgen.yaml").write_text(GOOD.replace("  - train.py", "  - link.py"))
+    with pytest.raises(MatrixError, match="symbolic link"):
+        project.load(folder / "envgen.yaml")
+    (folder / "conf" / "inner").symlink_to(outside)   # inside a copied folder too
+    (folder / "envgen.yaml").write_text(GOOD)
+    with pytest.raises(MatrixError, match="not a regular file"):
+        project.load(folder / "envgen.yaml")
+    (folder / "conf" / "inner").unlink()
+    (folder / "real.yaml").write_text(GOOD)
+    (folder / "envgen.yaml").unlink()
+    (folder / "envgen.yaml").symlink_to(folder / "real.yaml")
+    with pytest.raises(InputError, match="symbolic link"):
+        project.load(folder / "envgen.yaml")
+
+
+def test_the_layer_goes_over_the_stack_and_plain_takes_it_off(folder):
+    m = load_matrix(None)
+    stack = resolve(m, parse_spec("pytorch-cu121", m), host_from_flags(m))
+    over = project.apply(stack, project.load(folder / "envgen.yaml").layer)
+    assert dict(over.packages)["einops"] == "0.8.1"
+    assert over.key == "trainer.pytorch-cu121" and stack.key == "pytorch-cu121"
+    assert over.plain() == stack
+    assert over.reasons[-1].startswith("project trainer: 1 pip package(s), 2 apt")
+    from envgen.model import Stack
+    back = Stack.from_json(over.to_json())   # the label and the lock round-trip
+    assert back.project == over.project and back.to_json() == over.to_json()
+    assert stack_problems(over.to_json()) == []
+
+
+def test_a_pin_that_differs_from_the_stacks_is_refused(folder):
+    m = load_matrix(None)
+    stack = resolve(m, parse_spec("pytorch-cu121", m), host_from_flags(m))
+    (folder / "envgen.yaml").write_text(GOOD.replace("Einops == 0.8.1", "torch==2.5.0"))
+    with pytest.raises(InputError, match="pins torch 2.4.1"):
+        project.apply(stack, project.load(folder / "envgen.yaml").layer)
+    (folder / "envgen.yaml").write_text(GOOD.replace("Einops == 0.8.1", "torch==2.4.1"))
+    same = project.apply(stack, project.load(folder / "envgen.yaml").layer)
+    assert same.project.pip == () and same.plain() == stack   # the stack brings it
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("name", "x y", "name"),
+    ("pip", {"einops": ">=1"}, "exact versions"),
+    ("apt", ["jq; reboot"], "Debian package"),
+    ("files", [{"src": "../x", "dest": "x", "sha256": "0" * 64, "mode": "644"}], "files"),
+    ("files", [{"src": "x", "dest": "x", "sha256": "0" * 64, "mode": "4755"}], "files"),
+    ("smoke", ["python", "a\nb"], "smoke"),
+    ("extra", 1, "an object of"),
+])
+def test_a_hostile_project_in_a_lock_or_label_is_refused(folder, key, value, words):
+    m = load_matrix(None)
+    stack = resolve(m, parse_spec("pytorch-cu121", m), host_from_flags(m))
+    data = project.apply(stack, project.load(folder / "envgen.yaml").layer).to_json()
+    data["project"][key] = value
+    problems = stack_problems(data)
+    assert problems and words in problems[0]
+
+
+def test_render_puts_the_layer_over_the_plain_stacks_layers(folder, tmp_path_factory):
+    (folder / "envgen.yaml").write_text(GOOD.replace("  - Einops == 0.8.1\n", "").replace(
+        "pip:\n", "pip: []\n"))
+    plain = tmp_path_factory.mktemp("plain")
+    assert cli("render", "pytorch-cu121", "-o", str(plain), cwd=plain).returncode == 0
+    r = cli("render", "-o", "ctx", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    ctx = folder / "ctx"
+    text = (ctx / "Dockerfile").read_text()
+    cut = text.index("# Project trainer: apt packages git, jq")
+    # everything above the project's steps is the plain stack's Dockerfile, to the byte
+    plain_text = (plain / "Dockerfile").read_text()
+    assert plain_text.startswith(text[:cut])
+    assert '"$ENVGEN_DEBIAN_MIRROR" bookworm main' in text   # never the mirror's name
+    assert "install --no-install-recommends git jq" in text.replace(" -y", "")
+    assert (ctx / "project" / "settings" / "a.yaml").read_text() == "lr: 1\n"
+    assert json.loads((ctx / "stack.json").read_text())["project"]["apt"] == ["git", "jq"]
+    # a file edited after it was read is not built as something else
+    from envgen.project import copy_files
+    layer = project.load(folder / "envgen.yaml").layer
+    (folder / "train.py").write_text("print('changed')\n")
+    with pytest.raises(InputError, match="changed since"):
+        copy_files(layer, folder / "again")
+
+
+def test_init_writes_a_file_that_reads_back_and_never_overwrites(tmp_path):
+    r = cli("init", "pytorch-cu121", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stack"] == "pytorch-cu121" and out["schema_version"] == 1
+    assert out["name"] == tmp_path.name.lower().replace("_", "_")[:63] or out["name"]
+    p = project.load(tmp_path / "envgen.yaml")
+    assert p.layer.pip == () and p.layer.smoke == ()
+    again = cli("init", "jax-cpu", cwd=tmp_path)
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert project.load(tmp_path / "envgen.yaml").spec == "pytorch-cu121"
+    spec = cli("init", "torch==2.4.1,python=3.11", "--force", "--name", "t", cwd=tmp_path)
+    assert spec.returncode == 0, spec.stderr
+    assert project.load(tmp_path / "envgen.yaml").spec == "torch==2.4.1,python=3.11"
+    bad = cli("init", "nosuchframework", "--force", cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_every_spec_command_reads_the_project_and_ENVGEN_PROJECT_turns_it_off(folder):
+    r = cli("resolve", "--json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["project"]["name"] == "trainer"
+    off = cli("resolve", cwd=folder, env={"ENVGEN_PROJECT": ""})
+    assert off.returncode == 2 and "no SPEC given" in off.stderr
+    named = cli("resolve", "jax-cpu", "--json", cwd=folder, env={"ENVGEN_PROJECT": ""})
+    assert named.returncode == 0 and "project" not in json.loads(named.stdout)
+    (folder / "envgen.yaml").write_text(GOOD.replace("apt: [jq, git]", "apt: [jq, J!]"))
+    bad = cli("build", cwd=folder)
+    assert bad.returncode == 2
+    assert f"{folder / 'envgen.yaml'}:5" in bad.stderr and "Traceback" not in bad.stderr
