@@ -43,10 +43,43 @@ def dockerquote(value) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates under ENVGEN_HOME, used only while the folder and the file are
+    this user's and writable by no one else (the cache holds code). Jinja checks each
+    entry against its template's source, so an edited template compiles afresh."""
+
+    def load_bytecode(self, bucket) -> None:
+        from ..matrix.cache import _private
+        path = Path(self._get_cache_filename(bucket))
+        if _private(path.parent) and _private(path):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket) -> None:
+        from ..matrix.cache import _private
+        if _private(Path(self.directory)):
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:   # a full or read-only disk: compile next time instead
+                pass
+
+
+def _bytecode_cache():
+    import os
+    if os.environ.get("ENVGEN_NO_CACHE"):
+        return None
+    try:
+        from .. import state
+        folder = state.home() / "cache" / "templates"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except Exception:   # no usable ENVGEN_HOME: render without the cache
+        return None
+    return _PrivateBytecodeCache(str(folder))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
+        loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sh=sh, token=token, dockerquote=dockerquote)

@@ -10,6 +10,21 @@ from pathlib import Path
 SMOKE_DIR = Path(__file__).resolve().parent
 
 
+def _imports(text: str):
+    """The import statements of a module's source: its import lines parsed one by one (a
+    payload is large, its imports few); the whole file where an import spans lines."""
+    nodes = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("import ", "from ")):
+            try:
+                nodes += ast.parse(stripped).body
+            except SyntaxError:   # a parenthesised import over several lines
+                return [n for n in ast.walk(ast.parse(text))
+                        if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return nodes
+
+
 @lru_cache(maxsize=None)
 def payload_files(smoke: str) -> tuple[str, ...]:
     """File names of payload `smoke` and of every sibling module it imports, directly or
@@ -23,8 +38,7 @@ def payload_files(smoke: str) -> tuple[str, ...]:
         if name in out:
             continue
         out.append(name)
-        tree = ast.parse((SMOKE_DIR / name).read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in _imports((SMOKE_DIR / name).read_text(encoding="utf-8")):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
             if isinstance(node, ast.ImportFrom) and node.module == "envgen.smoke":
