@@ -2,7 +2,7 @@
 
 A rendered Dockerfile's steps are, in order: the user and venv, then one `RUN` per layer of
 `install/<n>-<layer>/` (packaging tools, CUDA libraries, framework, companions, frameworks
-over the base), then the payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
+over the base; a project's apt packages, its own pip layer and its files), then the payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
 starts, and `#7 DONE 4.4s`, `#7 CACHED` or `#7 ERROR ...` when it ends; exporting the image
 is a step of its own without a `[k/n]`."""
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 
 from .progress import Event
+from .render.views import APT_LOG, LAYER_DIRS, LAYER_TITLES
 
 _START = re.compile(r"^#(\d+) \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
 _END = re.compile(r"^#(\d+) (DONE [0-9.]+s|CACHED|ERROR\b.*)$")
 _EXPORT = re.compile(r"^#(\d+) exporting to image$")
 _LAYER = re.compile(r"source=install/\d+-([a-z-]+)")
 
-LAYER_NAMES = {"tools": "packaging tools", "cuda": "CUDA libraries",
-               "framework": "framework", "companions": "companions",
-               "over": "frameworks over the base"}
+# the rendered layers' own titles, by the name in their folder (install/2-cuda -> cuda)
+LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES)}
 
 
 def step_name(command: str) -> str:
@@ -28,6 +28,10 @@ def step_name(command: str) -> str:
         return LAYER_NAMES.get(m.group(1), m.group(1))
     if command.startswith("FROM "):
         return "base image"
+    if APT_LOG in command:
+        return "project apt packages"
+    if "source=project," in command:
+        return "project files"
     if "python3 -m venv" in command or "useradd" in command:
         return "user and venv"
     if "/opt/envgen/src" in command:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 from envgen import progress
 from envgen.build_steps import Steps, step_name
@@ -131,3 +132,23 @@ def test_the_last_step_header_names_where_a_build_failed():
     for line in BUILDKIT.splitlines()[:14]:   # up to the framework step's ERROR line
         s.feed(line)
     assert s.last_header.startswith("#9 [stage-0 5/8] RUN") and "3-framework" in s.last_header
+
+
+def test_a_projects_steps_have_their_names(tmp_path):
+    # the RUN lines of a rendered project Dockerfile, each as BuildKit heads its step
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "check.py").write_text("print(1)\n")
+    (tmp_path / "envgen.yaml").write_text(
+        "stack: pytorch-cu121\nname: t\napt: [jq]\ncopy: [check.py]\n")
+    r = subprocess.run([sys.executable, "-m", "envgen", "render", "-o", "ctx"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "ctx" / "Dockerfile").read_text().replace("\\\n", " ")
+    runs = [" ".join(line.split()) for line in text.splitlines() if line.startswith("RUN ")]
+    assert [step_name(c) for c in runs] == [
+        "user and venv", "packaging tools", "CUDA libraries", "framework", "companions",
+        "project apt packages", "project files", "payload, stack and closure"]
