@@ -2,7 +2,8 @@
 
 A rendered Dockerfile's steps are, in order: the user and venv, then one `RUN` per layer of
 `install/<n>-<layer>/` (packaging tools, CUDA libraries, framework, companions, frameworks
-over the base; a project's apt packages, its own pip layer and its files), then the payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
+over the base; a project's apt packages, its own pip layer and its files), then the
+payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
 starts, and `#7 DONE 4.4s`, `#7 CACHED` or `#7 ERROR ...` when it ends; exporting the image
 is a step of its own without a `[k/n]`."""
 from __future__ import annotations
@@ -18,7 +19,7 @@ _EXPORT = re.compile(r"^#(\d+) exporting to image$")
 _LAYER = re.compile(r"source=install/\d+-([a-z-]+)")
 
 # the rendered layers' own titles, by the name in their folder (install/2-cuda -> cuda)
-LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES)}
+LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES, strict=True)}
 
 
 def step_name(command: str) -> str:

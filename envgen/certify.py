@@ -216,12 +216,14 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
             raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
                               f"with `envgen build`")
 
+    # how every container of a certification starts: the payload's and the project's
+    run = dict(network_mode="none", user=user, environment=env, cap_drop=["ALL"],
+               security_opt=["no-new-privileges"], shm_size=SHM_SIZE,
+               labels={"io.envgen.certify": "1"}, **kwargs)
     try:
         code, stdout, stderr = run_to_end(
-            c, target.image_id, cmd, timeout, before_start=hash_payload, network_mode="none",
-            user=user, environment=env, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            shm_size=SHM_SIZE, labels={"io.envgen.certify": "1"},
-            on_stderr_line=check_lines(progress) if progress else None, **kwargs)
+            c, target.image_id, cmd, timeout, before_start=hash_payload,
+            on_stderr_line=check_lines(progress) if progress else None, **run)
     except TimeoutError:
         raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
                           f"killed); raise --timeout or lower --steps") from None
@@ -230,10 +232,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
         raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
     if st.project is not None and st.project.smoke:
-        check = project_smoke(c, target, st.project.smoke, timeout, dict(
-            network_mode="none", user=user, environment=env, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], shm_size=SHM_SIZE,
-            labels={"io.envgen.certify": "1"}, **kwargs))
+        check = project_smoke(c, target, st.project.smoke, timeout, run)
         report = {**report, "checks": [*report.get("checks", []), check],
                   "passed": bool(report.get("passed")) and check["passed"]}
         if progress:

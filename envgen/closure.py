@@ -80,6 +80,7 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
     reqs = sorted(requirement(n, v) for n, v in stack.pip_packages.items())
     tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
     constraints = constraints_for(stack)
+    extra = {}
     if stack.project is not None:
         # A project's packages go over the plain stack's closure, held as it is: the
         # project image shares every lower layer with the plain image.
@@ -92,7 +93,7 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
         constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
     return {"requirements": reqs + tools, "constraints": constraints,
             "python": stack.python, "platform": stack.base.platform,
-            "index_url": stack.index_url, **(extra if stack.project is not None else {})}
+            "index_url": stack.index_url, **extra}
 
 
 def base_closure(stack: Stack, resolve: bool = True) -> Closure:

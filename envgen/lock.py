@@ -18,7 +18,7 @@ from .engine import image_or_none, run_to_end
 from .errors import CheckFailed, InputError
 from .files import locked, write_atomic
 from .lockfile import LOCK_VERSION, parse_lock, read_lock  # noqa: F401 (the lock's API)
-from .model import Stack
+from .model import Stack, stack_key
 from .render.views import PAYLOAD_DIR
 
 CLOSURE_IN_IMAGE = f"{PAYLOAD_DIR}/closure.json"
@@ -156,7 +156,7 @@ def certified_images(load_all=certs.load_all, exists=lambda _id: True):
         data = cert.get("stack") or {}
         name = data.get("stack")
         if name and isinstance(data.get("project"), dict):   # a project's image: its own key
-            name = f"{data['project'].get('name')}.{name}"
+            name = stack_key(name, data["project"].get("name"))
         if not name or name in seen:
             continue
         seen.add(name)

@@ -253,6 +253,12 @@ class BaseImage(Located):
                 "cuda_compat": self.cuda_compat, "provides": dict(self.provides)}
 
 
+def stack_key(stack: str, project: str | None) -> str:
+    """The name a lock and the certificate store know a stack by: a project's image is not
+    the plain stack's."""
+    return f"{project}.{stack}" if project else stack
+
+
 APP_DIR = "/home/envgen/app"   # a project's copied files (owned by root, read-only)
 
 
@@ -327,9 +333,7 @@ class Stack:
 
     @property
     def key(self) -> str:
-        """The name a lock and the certificate store know this stack by: a project's image
-        is not the plain stack's."""
-        return f"{self.project.name}.{self.stack}" if self.project else self.stack
+        return stack_key(self.stack, self.project.name if self.project else None)
 
     def plain(self) -> "Stack":
         """The stack without its project layer: the image the project's is built over."""

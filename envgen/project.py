@@ -57,10 +57,24 @@ def located(path: Path):
     return p if p.exists() or p.is_symlink() else None
 
 
+_LOADED: dict[tuple, Project] = {}
+
+
 def current() -> Project | None:
-    """The project of the current folder, loaded and checked; None when there is none."""
+    """The project of the current folder, loaded and checked; None when there is none.
+    Read once per process while the file is unchanged (a command resolving several specs
+    does not hash every copied file again); its files are checked again when copied."""
     p = located(Path.cwd())
-    return load(p) if p else None
+    if p is None:
+        return None
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        return load(p)   # load says what is wrong with it
+    if key not in _LOADED:
+        _LOADED[key] = load(p)
+    return _LOADED[key]
 
 
 def load(path: Path) -> Project:
@@ -322,4 +336,8 @@ copy: []
 
 
 def init_text(stack: str, name: str) -> str:
-    return INIT_TEXT.format(stack=stack, name=name, app=APP_DIR)
+    """The annotated file; a spec that is not a bare stack name is written as a
+    double-quoted YAML string (JSON's form of it), so no character of it is read as YAML."""
+    import json
+    value = stack if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", stack) else json.dumps(stack)
+    return INIT_TEXT.format(stack=value, name=name, app=APP_DIR)

@@ -23,8 +23,6 @@ def run(args) -> int:
     if not project.NAME.fullmatch(name or ""):
         raise InputError(f"--name {name!r} must be 1-63 of a-z 0-9 . _ - (it names the image)")
     text = project.init_text(spec if any(c in spec for c in "=<>,") else stack.stack, name)
-    if any(c in spec for c in ":#'\"{}[]&*!|>%@`"):
-        text = text.replace(f"stack: {spec}\n", f"stack: {spec!r}\n".replace("'", '"'))
     write_atomic(path, text)
     loaded = project.load(path)   # what was written reads back as a project
     if args.json:
