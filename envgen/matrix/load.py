@@ -86,6 +86,11 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     return matrix
 
 
+def _from_source(raw) -> tuple[tuple[str, str], ...] | None:
+    """A framework's source build: its variables, sorted (None: it installs from wheels)."""
+    return None if raw is None else tuple(sorted((raw.get("env") or {}).items()))
+
+
 def _t(x) -> tuple:
     return tuple(x or ())
 
@@ -130,7 +135,8 @@ def _build(entries, sha, problems) -> Matrix:
                                       package=raw["package"],
                                       companions=_t(raw.get("companions")),
                                       smoke=raw.get("smoke", raw["package"]),
-                                      builds_on=raw.get("builds_on")))
+                                      builds_on=raw.get("builds_on"),
+                                      from_source=_from_source(raw.get("from_source"))))
     for raw, f, ln in entries["framework_releases"]:
         variants = tuple(
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
