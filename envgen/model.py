@@ -169,6 +169,8 @@ class Variant:
     license: str = ""     # the CUDA libraries' SPDX expression ("" when not known)
     # why its facts are inferred (no source states them), or "" when they are stated
     inferred_why: str = field(default="", compare=False)
+    # the distribution that installs the framework in this variant ("": the framework's)
+    package: str = ""
 
 
 @dataclass(frozen=True)

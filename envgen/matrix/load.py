@@ -143,7 +143,7 @@ def _build(entries, sha, problems) -> Matrix:
                     nccl=v.get("nccl"), compute_capabilities=_t(v.get("compute_capabilities")),
                     ptx=v.get("ptx"), sources=_t(v["sources"]),
                     packages=tuple(sorted((v.get("packages") or {}).items())),
-                    license=v.get("license", ""),
+                    license=v.get("license", ""), package=v.get("package", ""),
                     inferred_why=(v.get("why") or "no source states it")
                     if v.get("confidence") == "inferred" else "")
             for v in raw.get("variants") or ())

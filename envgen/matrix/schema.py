@@ -65,6 +65,9 @@ VARIANT = {
     "required": ["name", "cuda", "sources"],
     "properties": {
         "name": VARIANT_NAME,
+        # the distribution that installs the framework in this variant, where it is not
+        # the framework's own package (TensorFlow's CPU build: tensorflow-cpu)
+        "package": NAME,
         "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
         "cudnn": {"anyOf": [VERSION, {"type": "null"}]},
         "nccl": {"anyOf": [VERSION, {"type": "null"}]},
