@@ -37,19 +37,38 @@ PROVIDES=$(python3 - <<'PY'
 import importlib.metadata as md
 out = []
 from pathlib import Path
-for name in ("torch", "lightning", "transformers", "accelerate"):
+# the frameworks the matrix has rows for, and what JAX's stack pins beside jax
+for name in ("torch", "lightning", "transformers", "accelerate", "jax", "jaxlib", "flax",
+             "optax", "jax-cuda13-plugin", "jax-cuda13-pjrt"):
     try:
         version = md.version(name)
     except md.PackageNotFoundError:
         continue
     rows = Path(f"matrices/{name}.yaml")   # a version the matrix lacks would not validate
-    if name == "torch" or rows.is_file() and f'version: "{version}"' in rows.read_text():
+    if name == "torch" or not rows.is_file() or f'version: "{version}"' in rows.read_text():
         out.append(f'{name}: "{version}"')
 print(", ".join(out))
 PY
 )
 echo "the base provides: $PROVIDES"
 M=/tmp/matrix && mkdir -p $M && cp matrices/*.yaml $M/
+# DeepSpeed is not on the host: a second base over the first, with its sdist built there as
+# envgen's install/6-source layer builds it (no isolation, over the base's torch, no ops),
+# from the files carried in .ds/ (the sdist and the wheels of what the host lacks).
+DS_BASE=""
+if ls .ds/deepspeed-*.tar.gz >/dev/null 2>&1; then
+  step "DeepSpeed over the framework base, from .ds/"
+  rm -rf /tmp/ds-ctx && mkdir -p /tmp/ds-ctx && cp .ds/* /tmp/ds-ctx/
+  printf '%s\n' "FROM $BASE_TAG" "COPY . /tmp/ds" \
+    "RUN DS_BUILD_OPS=0 python3 -m pip install --no-index --no-deps --no-build-isolation --no-compile /tmp/ds/*.whl /tmp/ds/deepspeed-*.tar.gz && rm -rf /tmp/ds" \
+    > /tmp/ds-ctx/Dockerfile
+  DSV=$(ls .ds/deepspeed-*.tar.gz | sed 's/.*deepspeed-\(.*\)\.tar\.gz/\1/')
+  DS_BASE="$BASE_TAG-deepspeed-$DSV"
+  docker build -q --network none -t "$DS_BASE" /tmp/ds-ctx || DS_BASE=""
+  # the same files natively, for the native run of the payload
+  DS_BUILD_OPS=0 python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+      --no-compile --target /tmp/ds-site .ds/*.whl .ds/deepspeed-*.tar.gz || true
+fi
 cat > $M/bases-host.yaml <<YAML
 bases:
   - name: host-framework
@@ -60,3 +79,13 @@ bases:
     provides: {$PROVIDES}
     source: https://github.com/envgen/envgen/blob/main/bench/gpu/run.sh
 YAML
+if [ -n "$DS_BASE" ]; then cat >> $M/bases-host.yaml <<YAML
+  - name: host-framework-deepspeed
+    kind: framework
+    image: $DS_BASE
+    python: "$PY"
+    os: ubuntu24.04
+    provides: {$PROVIDES, deepspeed: "$DSV"}
+    source: https://github.com/envgen/envgen/blob/main/bench/gpu/common.sh
+YAML
+fi

@@ -1,6 +1,6 @@
 #!/bin/bash
 # GPU certification of the frameworks built over PyTorch (Lightning, Transformers,
-# Accelerate) on the lent GPU machine, the way bench/gpu/run.sh certifies PyTorch: on a
+# Accelerate, DeepSpeed from the sdist in .ds/) and of JAX on the lent GPU machine, the way bench/gpu/run.sh certifies PyTorch: on a
 # framework base made from the host's own install, built offline, certified on GPU 0, and
 # the same payload run natively. Run from the repository root:
 #   bash bench/gpu/frameworks.sh OUT_DIR     (FRAMEWORKS="lightning" for fewer)
@@ -13,10 +13,23 @@ step() { echo "== [$(( $(date +%s) - T0 ))s] $*"; }
 REPO=$(pwd)
 source bench/gpu/common.sh || exit 1
 
-for FW in ${FRAMEWORKS:-lightning transformers accelerate}; do
-  V=$(python3 -c "import importlib.metadata as m; print(m.version('$FW'))" 2>/dev/null) || {
-    echo "$FW is not installed on this host: not certified" | tee "$OUT/cert-$FW.json"; continue; }
-  SPEC="$FW==$V,torch==$TBASE,variant=$TLOCAL,base=host-framework"
+ALL="lightning transformers accelerate jax deepspeed"
+for FW in ${FRAMEWORKS:-$ALL}; do
+  NATIVE_PATH=$PYTHONPATH
+  if [ "$FW" = deepspeed ]; then
+    [ -n "$DS_BASE" ] || { echo "no DeepSpeed base (.ds/ missing or its build failed)" \
+      | tee "$OUT/cert-$FW.json"; continue; }
+    V=$DSV; SPEC="deepspeed==$V,torch==$TBASE,variant=$TLOCAL,base=host-framework-deepspeed"
+    NATIVE_PATH=/tmp/ds-site:$PYTHONPATH
+  else
+    V=$(python3 -c "import importlib.metadata as m; print(m.version('$FW'))" 2>/dev/null) || {
+      echo "$FW is not installed on this host: not certified" | tee "$OUT/cert-$FW.json"; continue; }
+    SPEC="$FW==$V,torch==$TBASE,variant=$TLOCAL,base=host-framework"
+  fi
+  # JAX has CUDA builds of its own: its variant is the CUDA line of the host's plugin
+  [ "$FW" = jax ] && SPEC="jax==$V,variant=$(python3 -c 'import importlib.metadata as m
+print(next(("cuda" + d.metadata["Name"].split("cuda")[1].split("-")[0]) for d in m.distributions()
+           if d.metadata["Name"].startswith("jax-cuda") and d.metadata["Name"].endswith("plugin")))'),base=host-framework"
   step "$FW $V: resolve, build, certify on GPU 0 ($SPEC)"
   envgen --matrix $M resolve "$SPEC" --driver "$DRIVER" --gpu H200 --json > "$OUT/stack-$FW.json" \
     || { cat "$OUT/stack-$FW.json"; continue; }
@@ -26,14 +39,15 @@ for FW in ${FRAMEWORKS:-lightning transformers accelerate}; do
   envgen --matrix $M certify "$IMG" --gpus 0 --timeout 600 --json > "$OUT/cert-$FW.json"
   echo "certify exit $?"
   step "$FW: the same payload natively"
-  python3 envgen/smoke/${FW}_smoke.py --require cuda > "$OUT/native-$FW.json"; echo "native exit $?"
+  PYTHONPATH=$NATIVE_PATH python3 envgen/smoke/${FW}_smoke.py --require cuda > "$OUT/native-$FW.json"
+  echo "native exit $?"
 done
 step "summary"
 python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for fw in ("lightning", "transformers", "accelerate"):
+for fw in ("lightning", "transformers", "accelerate", "jax", "deepspeed"):
     p = out / f"cert-{fw}.json"
     try:
         c = json.loads(p.read_text())
