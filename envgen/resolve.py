@@ -208,10 +208,28 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     return _stack(m, spec, host, cand, base, how)
 
 
+def _vendor_libraries(m, v, base, cuda):
+    """On a base that provides the framework, the CUDA libraries in the image are its
+    vendor's, not the variant's pins: the versions the base lists for the variant's
+    nvidia-* packages, else unknown (None: certification reads what loads, compares
+    nothing). (cuda release, cuDNN, NCCL)."""
+    provided = dict(base.provides)
+
+    def of(prefix):
+        name = next((n for n, _ in v.packages if n.startswith(prefix)), None)
+        return provided.get(name) if name else None
+    runtime = of("nvidia-cuda-runtime")
+    vendor = m.cuda_release(".".join(runtime.split(".")[:2])) if runtime else None
+    return vendor or cuda, of("nvidia-cudnn"), of("nvidia-nccl")
+
+
 def _stack(m, spec, host, cand, base, how) -> Stack:
     r, v = cand.release, cand.variant
     fw = m.framework(r.framework)
     cuda = m.cuda_release(v.cuda) if v.cuda else None
+    cudnn, nccl = v.cudnn, v.nccl
+    if dict(base.provides).get(fw.package) and v.packages:
+        cuda, cudnn, nccl = _vendor_libraries(m, v, base, cuda)
     reasons = [f"{fw.package} {r.version} is the newest release matching "
                f"{spec.describe()} that satisfies every constraint", *cand.reasons]
     fc_branches, fc_classes = (), ()
@@ -237,7 +255,7 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         stack=f"{fw.name}-{v.name}", framework=fw.name, framework_package=fw.package,
         version=r.version, variant=v.name, python=base.python,
         cuda=cuda.short if cuda else None, cuda_release=cuda.version if cuda else None,
-        cudnn=v.cudnn, nccl=v.nccl, packages=tuple(_packages(m, r, v, cand, base).items()),
+        cudnn=cudnn, nccl=nccl, packages=tuple(_packages(m, r, v, cand, base).items()),
         base=base, wheel_source=cand.source.name, index_url=cand.index_url,
         driver_minimum=m.cuda_major(cuda.major).minimum_driver if cuda else None,
         driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,

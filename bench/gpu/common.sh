@@ -38,8 +38,11 @@ import importlib.metadata as md
 out = []
 from pathlib import Path
 # the frameworks the matrix has rows for, and what JAX's stack pins beside jax
+# and the CUDA libraries the host's wheels installed: a stack on this base claims them
 for name in ("torch", "lightning", "transformers", "accelerate", "jax", "jaxlib", "flax",
-             "optax", "jax-cuda13-plugin", "jax-cuda13-pjrt"):
+             "optax", "jax-cuda13-plugin", "jax-cuda13-pjrt", "nvidia-cuda-runtime",
+             "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cuda-runtime-cu12",
+             "nvidia-cudnn-cu12", "nvidia-nccl-cu12"):
     try:
         version = md.version(name)
     except md.PackageNotFoundError:
