@@ -225,6 +225,27 @@ def test_script_in_a_certificate_field_and_a_host_name_is_escaped(m, stacks):
     assert html.count("<script") == 1   # the page's own filter script
 
 
+def test_the_page_is_escaped_after_the_plain_environment_compiled_it(m, stacks, tmp_path,
+                                                                   monkeypatch):
+    """The template bytecode cache under ENVGEN_HOME keys code by template name: code the
+    plain (unescaped) environment compiled and cached must not render the page."""
+    from envgen.render import env as render_env
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ENVGEN_NO_CACHE", raising=False)
+    render_env.environment.cache_clear()
+    _html.cache_clear()
+    try:
+        render_env.environment().get_template(TEMPLATE)   # compiled unescaped, and cached
+        assert list((tmp_path / "home" / "cache" / "templates").iterdir())
+        evil = "<script>alert(3)</script>"
+        html = render_page(build_report(m, {"pytorch-cu121": stacks["pytorch-cu121"]},
+                                        fleet(m, FLEET.replace("ws-4090", json.dumps(evil)))))
+        assert evil not in html and "&lt;script&gt;alert(3)" in html
+    finally:
+        render_env.environment.cache_clear()
+        _html.cache_clear()
+
+
 def test_report_command_writes_the_same_files_twice(tmp_path, monkeypatch, capsys, stacks):
     home = tmp_path / "home"
     monkeypatch.setenv("ENVGEN_HOME", str(home))
