@@ -174,7 +174,9 @@ def test_certified_stack_shows_gpu_driver_date_and_its_copy(report):
     c = row["certificate"]
     assert (c["gpu"], c["driver"], c["date"]) == ("NVIDIA H100 80GB HBM3", "535.274.02",
                                                  "2026-11-30")
-    assert c["file"] == f"certs/{IMAGE[7:]}.json" and c["current"] is True
+    # the copy is named as the store names it: image, and where it ran (GPU, driver)
+    assert re.fullmatch(rf"certs/{IMAGE[7:]}\.1x-nvidia-h100-80gb-hbm3-535-274-02-[0-9a-f]{{8}}"
+                        rf"\.json", c["file"]) and c["current"] is True
     assert report["certified"] == 1
     assert next(r for r in view(report)["rows"] if r["stack"] == "pytorch-cu118")[
         "certificate"] is None
@@ -201,8 +203,8 @@ def test_certificate_copies_get_safe_unique_names(m, stacks):
                             certificate(st, profile="../../etc/passwd")])
     files = [c["file"] for c in r["certificates"]]
     assert len(set(files)) == 3
-    assert f"certs/{IMAGE[7:]}.steps3.json" in files
-    assert all(re.fullmatch(r"certs/[0-9a-f]{64}(\.[a-z0-9-]+)?\.json", f) for f in files)
+    assert any(f.startswith(f"certs/{IMAGE[7:]}.steps3.1x-nvidia-h100") for f in files)
+    assert all(re.fullmatch(r"certs/[0-9a-f]{64}(\.[a-z0-9-]+){0,2}\.json", f) for f in files)
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -265,7 +267,7 @@ def test_report_command_writes_the_same_files_twice(tmp_path, monkeypatch, capsy
     assert ja["branches"][:2] == ["R418", "R440"] and "R580" in ja["branches"]
     assert (a / "index.html").read_bytes() == (b / "index.html").read_bytes()
     copied = sorted(p.name for p in (a / "certs").iterdir())
-    assert copied == [f"{IMAGE[7:]}.json"]
+    assert copied == [certs.file_name(certificate(stacks["pytorch-cu121"]))]
     stored = (home / "certs" / copied[0]).read_bytes()
     assert (a / "certs" / copied[0]).read_bytes() == stored
     assert f'href="certs/{copied[0]}"' in (a / "index.html").read_text()
