@@ -335,10 +335,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     cs = sub.add_parser("certs", help="stored certificates")
     css = cs.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    css.add_parser("list", parents=[json_flag], help="every stored certificate, newest first")
+    clist = css.add_parser("list", parents=[json_flag],
+                           help="the current certificate of each image, profile, GPU and "
+                                "driver, newest first")
+    clist.add_argument("--history", action="store_true",
+                       help="every run the store keeps, earlier ones included")
     cshow = css.add_parser("show", parents=[json_flag], help="one image's certificate")
     cshow.add_argument("image", metavar="IMAGE_ID",
                        help="an image id (a prefix will do) or a tag of a certified image")
+    cimp = css.add_parser("import", parents=[json_flag],
+                          help="take certificates from files, folders and job logs")
+    cimp.add_argument("inputs", nargs="+", metavar="FILE", type=_path,
+                      help="a certificate's JSON, a folder of them, or a job log (Slurm, "
+                           "kubectl logs) with `envgen-certificate: {...}` lines; - reads "
+                           "standard input")
+    cmerge = css.add_parser("merge", parents=[json_flag],
+                            help="take every certificate of other stores, history included")
+    cmerge.add_argument("inputs", nargs="+", metavar="DIR", type=_path,
+                        help="another store: an ENVGEN_HOME or its certs/ folder (e.g. "
+                             "copied from another host)")
+    for sp in (cimp, cmerge):
+        sp.add_argument("--lock", metavar="FILE", type=_path,
+                        help="a lock whose pinned images the certificates must match "
+                             "(default ./envgen.lock when there is one)")
     cs.set_defaults(func=_later("certs"))
 
     lk = sub.add_parser("lock", parents=[json_flag, host], help="pin built images")

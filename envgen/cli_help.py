@@ -81,6 +81,8 @@ EXAMPLES = {
     "certs": "envgen certs list",
     "certs list": "envgen certs list --json",
     "certs show": "envgen certs show envgen/pytorch-cu121:2.3.1",
+    "certs import": "envgen certs import slurm-4242.out certs/ --json",
+    "certs merge": "envgen certs merge /mnt/gpu-host-2/envgen",
     "lock": "envgen lock pytorch-cu121 --push localhost:5000/team -o envgen.lock",
     "verify": "envgen verify envgen.lock --rebuild",
     "diff": "envgen diff --driver 535.104.05..550.54.14 --fleet fleet.yaml",

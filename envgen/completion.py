@@ -36,7 +36,7 @@ def _words(parser, stacks: list[str]) -> tuple[list[str], bool]:
     return words + (stacks if spec else []), spec
 
 
-PATH_DESTS = {"output", "matrix", "fleet", "lock", "merge", "old", "new"}
+PATH_DESTS = {"output", "matrix", "fleet", "lock", "merge", "old", "new", "inputs"}
 
 
 def bash(parser: argparse.ArgumentParser, stacks: list[str]) -> str:

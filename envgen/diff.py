@@ -198,9 +198,14 @@ def parse_fleet(doc, file: str, m: Matrix) -> list[FleetHost]:
 
 
 def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | None = None,
-                 stacks: dict | None = None) -> dict:
+                 stacks: dict | None = None, certs: list[dict] | None = None,
+                 runs: dict | None = None) -> dict:
     """Per host, which stacks run. With drivers=(OLD, NEW), hosts on OLD's branch move to
-    NEW and the report says what starts and stops working on each."""
+    NEW and the report says what starts and stops working on each. With the store's
+    certificates (certs.load_all()), per host which stacks are certified on its GPUs and
+    driver branch, and the store's whole matrix of stack x GPU/driver (`runs`:
+    certs.runs_by_key)."""
+    from .cert_view import certified_matrix, on_host
     stacks = resolve_all(m) if stacks is None else stacks
     out = []
     for h in hosts:
@@ -221,8 +226,13 @@ def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | N
             row |= {"moves_to": None, "stacks": rows, "start_working": [],
                     "stop_working": [],
                     "runs": [n for n, r in rows.items() if r.get("now", {}).get("runs")]}
+        if certs is not None:
+            row["certified"] = on_host(certs, h.gpus, h.driver, m.gpu)
         out.append(row)
-    return {"drivers": list(drivers) if drivers else None, "hosts": out}
+    report = {"drivers": list(drivers) if drivers else None, "hosts": out}
+    if certs is not None:
+        report["certified"] = certified_matrix(certs, runs)
+    return report
 
 
 # ---- two matrices --------------------------------------------------------------------------

@@ -174,7 +174,9 @@ def test_certified_stack_shows_gpu_driver_date_and_its_copy(report):
     c = row["certificate"]
     assert (c["gpu"], c["driver"], c["date"]) == ("NVIDIA H100 80GB HBM3", "535.274.02",
                                                  "2026-11-30")
-    assert c["file"] == f"certs/{IMAGE[7:]}.json" and c["current"] is True
+    # the copy is named as the store names it: image, and where it ran (GPU, driver)
+    assert re.fullmatch(rf"certs/{IMAGE[7:]}\.1x-nvidia-h100-80gb-hbm3-535-274-02-[0-9a-f]{{8}}"
+                        rf"\.json", c["file"]) and c["current"] is True
     assert report["certified"] == 1
     assert next(r for r in view(report)["rows"] if r["stack"] == "pytorch-cu118")[
         "certificate"] is None
@@ -201,8 +203,8 @@ def test_certificate_copies_get_safe_unique_names(m, stacks):
                             certificate(st, profile="../../etc/passwd")])
     files = [c["file"] for c in r["certificates"]]
     assert len(set(files)) == 3
-    assert f"certs/{IMAGE[7:]}.steps3.json" in files
-    assert all(re.fullmatch(r"certs/[0-9a-f]{64}(\.[a-z0-9-]+)?\.json", f) for f in files)
+    assert any(f.startswith(f"certs/{IMAGE[7:]}.steps3.1x-nvidia-h100") for f in files)
+    assert all(re.fullmatch(r"certs/[0-9a-f]{64}(\.[a-z0-9-]+){0,2}\.json", f) for f in files)
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -225,6 +227,27 @@ def test_script_in_a_certificate_field_and_a_host_name_is_escaped(m, stacks):
     assert html.count("<script") == 1   # the page's own filter script
 
 
+def test_the_page_is_escaped_after_the_plain_environment_compiled_it(m, stacks, tmp_path,
+                                                                   monkeypatch):
+    """The template bytecode cache under ENVGEN_HOME keys code by template name: code the
+    plain (unescaped) environment compiled and cached must not render the page."""
+    from envgen.render import env as render_env
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ENVGEN_NO_CACHE", raising=False)
+    render_env.environment.cache_clear()
+    _html.cache_clear()
+    try:
+        render_env.environment().get_template(TEMPLATE)   # compiled unescaped, and cached
+        assert list((tmp_path / "home" / "cache" / "templates").iterdir())
+        evil = "<script>alert(3)</script>"
+        html = render_page(build_report(m, {"pytorch-cu121": stacks["pytorch-cu121"]},
+                                        fleet(m, FLEET.replace("ws-4090", json.dumps(evil)))))
+        assert evil not in html and "&lt;script&gt;alert(3)" in html
+    finally:
+        render_env.environment.cache_clear()
+        _html.cache_clear()
+
+
 def test_report_command_writes_the_same_files_twice(tmp_path, monkeypatch, capsys, stacks):
     home = tmp_path / "home"
     monkeypatch.setenv("ENVGEN_HOME", str(home))
@@ -244,7 +267,7 @@ def test_report_command_writes_the_same_files_twice(tmp_path, monkeypatch, capsy
     assert ja["branches"][:2] == ["R418", "R440"] and "R580" in ja["branches"]
     assert (a / "index.html").read_bytes() == (b / "index.html").read_bytes()
     copied = sorted(p.name for p in (a / "certs").iterdir())
-    assert copied == [f"{IMAGE[7:]}.json"]
+    assert copied == [certs.file_name(certificate(stacks["pytorch-cu121"]))]
     stored = (home / "certs" / copied[0]).read_bytes()
     assert (a / "certs" / copied[0]).read_bytes() == stored
     assert f'href="certs/{copied[0]}"' in (a / "index.html").read_text()

@@ -47,6 +47,18 @@ hosts:
 """
 
 
+# the store behind the page: the H100 run of image cd.. twice (the earlier one is history),
+# and a failed run of another image on an H200 under another driver
+H100 = {"driver": "535.274.02", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+PLACED = [{"schema": 1, "image_id": "sha256:" + "cd" * 32, "image_tags": [], "level": "cuda",
+           "passed": True, "created": created, "seconds": 9.5, "host": H100,
+           "report": {"checks": []}} for created in ("2026-11-29T08:00:00Z",
+                                                     "2026-11-30T08:45:02Z")]
+PLACED.append(PLACED[0] | {"image_id": "sha256:" + "ef" * 32, "passed": False,
+                           "created": "2026-12-01T10:00:00Z",
+                           "host": {"driver": "580.159.04", "gpus": [{"name": "NVIDIA H200"}]}})
+
+
 def chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
     return subprocess.run(
@@ -199,12 +211,8 @@ def page(tmp_path_factory):
     old = os.environ.get("ENVGEN_HOME")
     os.environ["ENVGEN_HOME"] = str(tmp / "home")
     try:
-        certs.save({"schema": 1, "image_id": "sha256:" + "cd" * 32, "image_tags": [],
-                    "stack": stack.to_json(), "level": "cuda", "passed": True,
-                    "created": "2026-11-30T08:45:02Z", "seconds": 9.5,
-                    "host": {"driver": "535.274.02",
-                             "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]},
-                    "report": {"checks": []}})
+        for cert in PLACED:
+            certs.save(cert | {"stack": stack.to_json()})
         (tmp / "fleet.yaml").write_text(FLEET)
         assert main(["report", "-o", str(tmp / "out"), "--fleet", str(tmp / "fleet.yaml")]) == 0
     finally:
@@ -240,7 +248,50 @@ def test_browser_draws_the_grid_with_the_expected_cells(page, loaded):
     assert {c["name"] for c in everything["columns"] if c["fleet"]} == {"R470", "R535", "R550"}
     # the certificate's GPU, driver and date, linked to its copy
     assert "NVIDIA H100 80GB HBM3 · 535.274.02 · 2026-11-30" in g.texts["view-all"]
-    assert (Path(tmp / "out" / "certs" / ("cd" * 32 + ".json"))).is_file()
+    assert (Path(tmp / "out" / "certs" / certs.file_name(PLACED[1]))).is_file()
+
+
+class Placements(HTMLParser):
+    """The page's stack x GPU/driver table as the browser built it: {stack: [cell text]}
+    and the column heads."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads, self.rows, self._in, self._row, self._cell = [], {}, False, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and "placements" in a.get("class", ""):
+            self._in = True
+        elif self._in and tag == "tr" and "data-stack" in a:
+            self._row = self.rows.setdefault(a["data-stack"], [])
+        elif self._in and tag in ("td", "th"):
+            self._cell = [a.get("class", ""), ""]
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._in = False
+        elif self._in and tag in ("td", "th") and self._cell is not None:
+            text = " ".join(self._cell[1].split())
+            if self._row is None:
+                self.heads.append(text)
+            elif tag == "td":
+                self._row.append((self._cell[0], text))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+
+
+def test_browser_shows_which_stack_is_certified_on_which_gpu_and_driver(page):
+    tmp, url = page
+    p = Placements()
+    p.feed(dom(url, tmp))
+    assert p.heads == ["stack", "NVIDIA H100 80GB HBM3, driver 535.274.02",
+                       "NVIDIA H200, driver 580.159.04"]
+    assert p.rows == {"pytorch-cu121": [("passed", "passed 2026-11-30 2 runs"),
+                                        ("failed", "failed 2026-12-01")]}
 
 
 def test_a_script_in_a_host_name_is_text_in_the_browser(loaded):

@@ -1,7 +1,11 @@
-"""`envgen certs list|show`."""
+"""`envgen certs list|show|import|merge`."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from .. import certs
+from ..errors import EnvironmentMissing
 from ._common import out_json, table
 
 
@@ -16,6 +20,10 @@ def _show(cert: dict) -> None:
           f"{cert.get('created') or '-'}, {cert.get('seconds')} s")
     gpus = ", ".join(str(g.get("name")) for g in host.get("gpus") or [] if isinstance(g, dict))
     print(f"  host:      {gpus or 'no GPU'}, driver {host.get('driver') or '-'}")
+    runs = certs.runs_by_key().get(certs.key_of(cert), 1)
+    if runs > 1:
+        print(f"  history:   {runs} runs of this image, profile, GPU and driver "
+              f"(envgen certs list --history)")
     checks = (cert.get("report") or {}).get("checks") or []
     print(f"  verdict:   {'PASSED' if cert.get('passed') else 'FAILED'}: {tally(checks)}")
     for c in checks:
@@ -25,7 +33,68 @@ def _show(cert: dict) -> None:
     print("  (the whole certificate: --json)")
 
 
+def _labels_reader():
+    """labels_of(image_id) on this daemon, and whether one answered: without a daemon the
+    certificates' images are not compared (the import says so)."""
+    from .. import engine
+    try:
+        c = engine.client()
+    except EnvironmentMissing:
+        return (lambda _id: None), False
+
+    def labels_of(image_id: str):
+        img = engine.image_or_none(c, image_id)
+        return None if img is None else ((img.attrs.get("Config") or {}).get("Labels") or {})
+    return labels_of, True
+
+
+def _lock(args):
+    from ..lockfile import read_lock
+    name = args.lock or ("envgen.lock" if Path("envgen.lock").is_file() else None)
+    return (read_lock(name), name) if name else (None, None)
+
+
+def _take(args) -> int:
+    from ..cert_import import run_import, store_folder
+    certs.check_writable()
+    names = args.inputs
+    if args.action == "merge":
+        names = [str(store_folder(n)) for n in names]
+    lock, lock_name = _lock(args)
+    labels_of, compared = _labels_reader()
+    r = run_import(names, labels_of, lock, stores=args.action == "merge")
+    code = 2 if r["refusals"] else 0
+    for x in r["refusals"]:
+        print(f"envgen: {x['file']}:{x['line']}: refused: {x['why']}", file=sys.stderr)
+    if args.json:
+        out_json({**r, "refusals": [x | {"exit_code": 2} for x in r["refusals"]],
+                  "images_compared": compared, "lock": lock_name, "exit_code": code})
+        return code
+    for c in r["certificates"]:
+        w = certs.where_text({"gpu": c["gpu"], "count": c["gpu_count"], "driver": c["driver"]})
+        print(f"  {'passed' if c['passed'] else 'FAILED'}  {c['stack']} "
+              f"{c['image_id'][7:19]} on {w}, {c['created']}"
+              f"{'' if c['current'] else ' (an earlier run: into history)'}")
+    print(f"{r['imported']} imported, {r['duplicates']} already here, {r['refused']} refused"
+          + ("" if compared else " (no Docker daemon: the images were not compared)"))
+    return code
+
+
+def _where_json(w: dict) -> dict:
+    return {"gpu": w["gpu"], "gpu_count": w["count"], "driver": w["driver"]}
+
+
+def _rows(rows: list[dict]) -> None:
+    print(table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
+                   c.get("profile") or "default", c.get("level") or "-",
+                   "yes" if c["passed"] else "NO", c.get("created") or "-",
+                   certs.where_text(certs.where(c))] for c in rows],
+                 ["image", "stack", "tags", "run", "level", "passed", "created", "gpus"]))
+
+
 def run(args) -> int:
+    if args.action in ("import", "merge"):
+        return _take(args)
     if args.action == "show":
         cert = certs.find(args.image)
         if args.json:
@@ -33,17 +102,15 @@ def run(args) -> int:
         else:
             _show(cert)
         return 0
-    rows = certs.load_all()
+    rows = certs.load_history() if args.history else certs.load_all()
     if args.json:
         keys = ("image_id", "image_tags", "level", "passed", "created")
-        out_json({"certificates": [{k: c.get(k) for k in keys}
-                                   | {"stack": c["stack"]["stack"],
-                                      "profile": c.get("profile") or ""} for c in rows]})
+        runs = certs.runs_by_key()
+        out_json({"certificates": [
+            {k: c.get(k) for k in keys}
+            | {"stack": c["stack"]["stack"], "profile": c.get("profile") or ""}
+            | _where_json(certs.where(c)) | {"runs": runs.get(certs.key_of(c), 1)}
+            for c in rows]})
         return 0
-    print(table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
-                   c.get("profile") or "default", c.get("level") or "-",
-                   "yes" if c["passed"] else "NO", c.get("created") or "-",
-                   ",".join(str(g.get("name")) for g in c.get("host", {}).get("gpus") or []
-                            if isinstance(g, dict)) or "-"] for c in rows],
-                 ["image", "stack", "tags", "run", "level", "passed", "created", "gpus"]))
+    _rows(rows)
     return 0

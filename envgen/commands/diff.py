@@ -9,6 +9,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .. import certs
 from .. import diff as d
 from ..errors import InputError
 from ..matrix import load_matrix
@@ -91,6 +92,31 @@ def _print_fleet(r: dict) -> None:
             cannot = [n for n, s in h["stacks"].items() if not s.get("now", {}).get("runs")]
             if cannot:
                 print(f"  cannot run: {', '.join(cannot)}")
+        print(f"  certified here: {_certified_text(h.get('certified') or [])}")
+    if r.get("certified", {}).get("rows"):
+        _print_certified(r["certified"])
+
+
+def _certified_text(found: list[dict]) -> str:
+    """Which stacks the store has certified on a host's GPUs and driver branch."""
+    if not found:
+        return "nothing in this envgen's store"
+    return ", ".join(f"{c['stack']} ({'passed' if c['passed'] else 'FAILED'} "
+                     f"{str(c['created'])[:10]}, driver {c['driver']}"
+                     f"{'' if c['exact_driver'] else ', another release of the branch'})"
+                     for c in found)
+
+
+def _print_certified(mx: dict) -> None:
+    """The store's matrix: stack x GPU/driver, each cell the verdict and its date."""
+    print("\ncertified (this envgen's certificate store; envgen certs import/merge adds "
+          "other hosts'):")
+    cols = mx["columns"]
+    rows = [[r["stack"]] + [(("pass " if c["passed"] else "FAIL ") + c["date"]
+                             + (f" ({c['runs']} runs)" if c["runs"] > 1 else ""))
+                            if (c := r["cells"].get(col["id"])) else "-" for col in cols]
+            for r in mx["rows"]]
+    print(table(rows, ["stack"] + [col["label"] for col in cols]))
 
 
 def _print_matrix_diff(r: dict) -> None:
@@ -139,7 +165,8 @@ def run(args) -> int:
     if args.fleet:
         path = Path(args.fleet)
         hosts = d.parse_fleet(load_file(path, str(path)), str(path), m)
-        out["fleet"] = d.fleet_report(m, hosts, drivers, stacks=stacks)
+        out["fleet"] = d.fleet_report(m, hosts, drivers, stacks=stacks,
+                                      certs=certs.load_all(), runs=certs.runs_by_key())
     if args.json:
         out_json(out)
         return 0

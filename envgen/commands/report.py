@@ -40,7 +40,8 @@ def run(args) -> int:
     if args.fleet:
         path = Path(args.fleet)
         hosts = parse_fleet(load_file(path, str(path)), str(path), m)
-    report = build_report(m, resolve_all(m), hosts, certs.load_all(), fleet_file=args.fleet)
+    report = build_report(m, resolve_all(m), hosts, certs.load_all(), fleet_file=args.fleet,
+                          store_runs=certs.runs_by_key())
     index = out / "index.html"
     try:
         for c in report["certificates"]:

@@ -6,7 +6,6 @@ written here."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 from .. import __version__
 from ..compat import FORWARD, MINOR, NATIVE, kernels_for
@@ -30,7 +29,6 @@ STATES = {
 }
 _STATE_OF_HOW = {NATIVE: "native", "ptx": "ptx", "cpu": "cpu", MINOR: "minor",
                  FORWARD: "forward"}
-_PROFILE = re.compile(r"[a-z0-9-]{1,40}")
 _TEXT_LIMIT = 300   # certificate fields are untrusted: no field fills the page
 
 
@@ -73,14 +71,16 @@ def columns(m: Matrix) -> list[dict]:
 # ---- certificates --------------------------------------------------------------------------
 
 def certificate_file(cert: dict, taken: set[str]) -> str:
-    """The name a certificate is copied under: as the store names it (image ID, and the run
-    profile when it has one), made safe and unique; the store checked the image ID."""
-    name = cert["image_id"].removeprefix("sha256:")
-    profile = cert.get("profile") or ""
-    if profile:
-        safe = isinstance(profile, str) and _PROFILE.fullmatch(profile)
-        name += "." + (profile if safe else hashlib.sha256(repr(profile).encode())
-                       .hexdigest()[:12])
+    """The name a certificate is copied under: as the store names it (image ID, the run
+    profile when it has one, the GPUs and driver when it ran on any: certs.file_name),
+    made safe and unique; the store checked the image ID."""
+    from .. import certs
+    from ..errors import InputError
+    try:
+        name = certs.file_name(cert).removesuffix(".json")
+    except InputError:   # a profile that names no file: its hash instead
+        name = (cert["image_id"].removeprefix("sha256:") + "."
+                + hashlib.sha256(repr(cert.get("profile")).encode()).hexdigest()[:12])
     file, n = f"{name}.json", 1
     while file in taken:
         n += 1
@@ -189,9 +189,41 @@ def _view(m: Matrix, stacks: dict[str, Stack], cols: list[dict], gpu: Gpu | None
             "rows": rows, "hidden": hidden, "status": status, "option": option}
 
 
+def placements(cert_rows: list[dict], runs: dict | None = None) -> dict:
+    """The store's matrix (cert_view.certified_matrix) as the page shows it: each cell
+    with its text, its hover and the copy it links to."""
+    from .. import certs
+    from ..cert_view import certified_matrix
+    file_of = {certs.key_of(r["cert"]): r["file"] for r in reversed(cert_rows)}
+    mx = certified_matrix([r["cert"] for r in cert_rows], runs)
+    cols = [{"id": c["id"], "label": _text(c["label"], 120)} for c in mx["columns"]]
+    rows = []
+    for r in mx["rows"]:
+        cells = []
+        for col in mx["columns"]:
+            c = r["cells"].get(col["id"])
+            if c is None:
+                cells.append(None)
+                continue
+            word = "passed" if c["passed"] else "failed"
+            cells.append({"passed": c["passed"], "word": word, "date": c["date"],
+                          "runs": c["runs"], "file": file_of.get(c["key"], ""),
+                          "runs_text": f"{c['runs']} runs" if c["runs"] > 1 else "",
+                          "title": _text(
+                              f"{word} at level {c['level']}: image "
+                              f"{c['image_id'][7:19]}, {r['stack']} {c['version'] or '?'}"
+                              f"{', profile ' + c['profile'] if c['profile'] else ''}, "
+                              f"{c['created']}; {c['runs']} run"
+                              f"{'' if c['runs'] == 1 else 's'} in the store")})
+        rows.append({"stack": _text(r["stack"]), "cells": cells})
+    return {"columns": cols, "rows": rows}
+
+
 def build_report(m: Matrix, stacks: dict[str, Stack | str], hosts: list[FleetHost] = (),
-                 certs: list[dict] = (), fleet_file: str | None = None) -> dict:
-    """Everything the page shows, computed; the template only formats it."""
+                 certs: list[dict] = (), fleet_file: str | None = None,
+                 store_runs: dict | None = None) -> dict:
+    """Everything the page shows, computed; the template only formats it. `store_runs`
+    (certs.runs_by_key) counts the store's runs behind each certificate."""
     cols = columns(m)
     resolved = {n: s for n, s in sorted(stacks.items()) if not isinstance(s, str)}
     unresolved = [{"stack": n, "why": s} for n, s in sorted(stacks.items())
@@ -219,5 +251,6 @@ def build_report(m: Matrix, stacks: dict[str, Stack | str], hosts: list[FleetHos
             "columns": cols, "views": views, "unresolved": unresolved,
             "legend": [{"state": s, "symbol": sym, "word": w, "text": t}
                        for s, (sym, w, t) in STATES.items()],
-            "certificates": cert_rows, "fleet": fleet, "fleet_file": fleet_file or "",
+            "certificates": cert_rows, "placements": placements(cert_rows, store_runs),
+            "fleet": fleet, "fleet_file": fleet_file or "",
             "gpu_filter": len(views) > 1, "stacks": len(resolved), "certified": certified}

@@ -14,8 +14,10 @@ TEMPLATE = "report.html.j2"
 
 @lru_cache(maxsize=1)
 def _html() -> jinja2.Environment:
-    # the one environment (loader, StrictUndefined, filters), with HTML escaping on
-    return environment().overlay(autoescape=True)
+    # the one environment (loader, StrictUndefined, filters), with HTML escaping on, and
+    # without its bytecode cache: the cache keys code by template, not by autoescape, so
+    # code compiled by the plain environment would render this page unescaped
+    return environment().overlay(autoescape=True, bytecode_cache=None)
 
 
 def render_page(report: dict) -> str:
