@@ -64,6 +64,11 @@ def test_gpu_feature_discovery_names_products_from_nvml_names():
     assert gfd_product("NVIDIA GeForce RTX 4090") == "NVIDIA-GeForce-RTX-4090"
 
 
+def test_a_time_sliced_products_label_maps_to_its_gpu(tmp_path):
+    f = fleet_of(tmp_path, GOOD.replace("HBM3\n", "HBM3-SHARED\n"))
+    assert f.targets[0].gpu == "H100" and f.targets[0].gpu_product.endswith("-SHARED")
+
+
 @pytest.mark.parametrize("bad, line, words", [
     ("stacks: [nosuch-framework]\ntargets: [{name: a, partition: p}]\n", 1, "nosuch"),
     ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    gpu_product: H100\n"
@@ -171,16 +176,19 @@ def test_a_failed_or_timed_out_task_is_never_a_pass(tmp_path, monkeypatch):
                        {"script": "slurm/cpu.sbatch", "job_id": "101", "indices": [2, 3]}])
     good = {"image_id": "sha256:" + "b" * 64, "passed": True, "stack": {"stack": "x"}}
     for i in range(4):   # every task wrote a passing certificate...
-        (run / "results" / f"{i}.json").write_text(json.dumps(good))
+        (run / "results" / f"{i}-101.json").write_text(json.dumps(good))
     monkeypatch.setattr(slurm, "scheduler_states",   # ...but the scheduler says otherwise
                         lambda jobs: (slurm.parse_sacct(SACCT), "sacct"))
     rows, _ = slurm.verdicts(run, f)
     assert [r["verdict"] for r in rows] == ["passed", "failed", "timed out", "cancelled"]
+    (run / "results/0-101.json").rename(run / "results/0-99.json")
+    rows, _ = slurm.verdicts(run, f)   # an earlier submission's result is not this one's
+    assert rows[0]["verdict"] == "failed"
     sent = []
     monkeypatch.setattr(slurm, "sbatch", lambda script, indices=None:
                         sent.append((Path(script).name, indices)) or "200")
     slurm.resubmit_failed(run, f)
-    assert sent == [("cpu.sbatch", [2]), ("h100.sbatch", [1])]
+    assert sent == [("cpu.sbatch", [2]), ("h100.sbatch", [0, 1])]
 
 
 def test_a_missing_slurm_client_is_exit_3(tmp_path):

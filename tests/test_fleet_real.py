@@ -81,8 +81,8 @@ def test_a_job_array_certifies_and_reports_fails_and_timeouts(jax_cpu, cluster, 
     assert cert["passed"] and cert["level"] == "cpu" and cert["image_id"] == jax_cpu["image_id"]
     log = Path(out["tasks"][0]["log"]).read_text()
     (line,) = [x for x in log.splitlines() if x.startswith("envgen-certificate: ")]
-    assert json.loads(line.removeprefix("envgen-certificate: ")) == json.loads(
-        (run / "results/0.json").read_text())
+    (body,) = (run / f"results/0-{jobs[0]['job_id']}.json").read_text().splitlines()
+    assert json.loads(line.removeprefix("envgen-certificate: ")) == json.loads(body)
     assert "TIME LIMIT" in Path(out["tasks"][2]["log"]).read_text()
     # the timed-out task's container goes with it (Slurm marks TIMEOUT as it signals)
     for _ in range(60):

@@ -1,7 +1,7 @@
 """One task of a fleet run, inside the scheduler's job: `python -m envgen.fleet.task DIR
 INDEX` (INDEX defaults to $SLURM_ARRAY_TASK_ID). Runs `envgen certify` on the task's stack
 (every value from DIR/tasks.json, passed as argv: no shell sees it), writes the certificate
-as one compact JSON line to DIR/results/INDEX.json and prints it in the log as
+as one compact JSON line to DIR/results/INDEX-JOB.json and prints it in the log as
 `envgen-certificate: {...}`; exits with certify's exit code."""
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ ENGINES = ("docker",)   # the hook for other engines (Apptainer): a name here an
 def certificate_line(cert: dict) -> str:
     """The one line `envgen certs import` reads from a log."""
     return LINE_PREFIX + json.dumps(cert, separators=(",", ":"), sort_keys=True)
+
+
+def result_name(index: int, job: str | None = None) -> str:
+    """INDEX-JOB.json: the array job in the name, so that a result an earlier submission
+    left is never read as this one's."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID", "") if job is None else job
+    return f"{index}-{job or 'nojob'}.json"
 
 
 def argv(task: dict, python: str = sys.executable) -> list[str]:
@@ -62,7 +69,7 @@ def run(folder: Path, index: int) -> int:
         line = certificate_line(doc)
         tmp = results / f".{index}.json.tmp"
         tmp.write_text(line[len(LINE_PREFIX):] + "\n")
-        os.replace(tmp, results / f"{index}.json")
+        os.replace(tmp, results / result_name(index))
         print(line, flush=True)
     elif isinstance(doc, dict):
         print(f"envgen fleet task {index}: certify exited {code}: {doc.get('message')}",
