@@ -134,6 +134,14 @@ def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp
     assert argv(tasks[2], python="py")[argv(tasks[2], "py").index("--gpus") + 1] == "none"
 
 
+def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
+    f = fleet_of(tmp_path, GOOD, name="fleet.yaml\ntouch pwned #")
+    slurm.write(f, tmp_path / "run")
+    script = (tmp_path / "run/slurm/cpu.sbatch").read_text()
+    assert "pwned" not in script and all(
+        ln.startswith(("#", "set ", "exec ")) for ln in script.strip().splitlines())
+
+
 def test_an_output_folder_a_batch_script_cannot_hold_plainly_is_refused(tmp_path):
     f = fleet_of(tmp_path, GOOD)
     from envgen.errors import InputError

@@ -111,8 +111,7 @@ def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
     written = []
     for task in fleet.tasks():
         path = out / f"{task.name}.yaml"
-        write_atomic(path, "# envgen fleet: certify " + task.resolved.stack + " on target "
-                     + task.target.name + "\n"
+        write_atomic(path, f"# envgen fleet: task {task.index}, target {task.target.name}\n"
                      + yaml.safe_dump(manifest(task, images), sort_keys=False, width=100))
         written.append({"name": task.name, "path": str(path), "stack": task.resolved.stack,
                         "target": task.target.name})

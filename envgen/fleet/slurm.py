@@ -61,9 +61,11 @@ def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
     scripts = []
     for t in fleet.targets:
         indices = [x["index"] for x in tasks if x["target"] == t.name]
+        source = Path(fleet.path).name   # a file name may hold a newline: not in a script
+        source = f"; written from {source}" if re.fullmatch(r"[\w.+-]{1,100}", source) else ""
         lines = ["#!/bin/bash",
                  f"# envgen fleet: certify {len(indices)} stack(s) on target {t.name} "
-                 f"(level {t.level}); written from {Path(fleet.path).name}",
+                 f"(level {t.level}){source}",
                  f"#SBATCH --job-name=envgen-{t.name}",
                  f"#SBATCH --partition={t.partition}",
                  f"#SBATCH --time={t.slurm_time}",
