@@ -174,6 +174,28 @@ def check_lines(progress):
     return on_line
 
 
+def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
+                    multi_gpu: bool = False) -> tuple[str, list[str]]:
+    """The payload's path in the image and the command that runs it, checking what the
+    stack pins. The same for a container envgen starts and a Kubernetes pod's."""
+    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
+    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
+    if dict(st.base.provides).get(st.framework_package):
+        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
+    if st.builds_on:   # the base framework and everything over it, as installed
+        pins = {**dict(st.packages), **dict(st.base.provides)}
+        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
+                 if n in pins and pins[n][:1].isdigit()}
+        expect["packages"] = exact
+    cmd = ["python", payload, "--expect", json.dumps(expect),
+           "--require", "cuda" if cuda else "cpu", "--timeout", str(max(30, timeout - 30))]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    if multi_gpu:
+        cmd.append("--multi-gpu")
+    return payload, cmd
+
+
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
             matrix=None, tags: tuple[str, ...] = (), progress=None) -> dict:
@@ -187,21 +209,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     info = c.info()
     plan = gpu_access.plan(indices, access, info)
     st = target.stack
-    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
-    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
-    if dict(st.base.provides).get(st.framework_package):
-        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
-    if st.builds_on:   # the base framework and everything over it, as installed
-        pins = {**dict(st.packages), **dict(st.base.provides)}
-        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
-                 if n in pins and pins[n][:1].isdigit()}
-        expect["packages"] = exact
-    cmd = ["python", payload, "--expect", json.dumps(expect),
-           "--require", "cuda" if indices else "cpu", "--timeout", str(max(30, timeout - 30))]
-    if steps:
-        cmd += ["--steps", str(steps)]
-    if multi_gpu:
-        cmd.append("--multi-gpu")
+    payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu)
     kwargs = dict(plan.run_kwargs)
     kwargs.pop("environment", None)
     env = container_env(plan, target.env)

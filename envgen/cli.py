@@ -450,6 +450,32 @@ def build_parser() -> argparse.ArgumentParser:
                          "filter and its hosts' driver branches are marked")
     rp.set_defaults(func=_later("report"))
 
+    fl = sub.add_parser(
+        "fleet", parents=[json_flag],
+        help="certify stacks across a fleet through Slurm job arrays or Kubernetes Jobs",
+        description="Read FILE (stacks x GPU targets; docs/fleet.md) and write, for --slurm, "
+        "one job array per target whose tasks run `envgen certify` and print their "
+        "certificate as an `envgen-certificate: {...}` line; for --kubernetes, one Job "
+        "manifest per stack and target. envgen schedules nothing itself.")
+    fl.add_argument("file", metavar="FILE", type=_path, help="the fleet file (fleet.yaml)")
+    how = fl.add_mutually_exclusive_group(required=True)
+    how.add_argument("--slurm", dest="scheduler", action="store_const", const="slurm",
+                     help="batch scripts for Slurm (sbatch)")
+    how.add_argument("--kubernetes", dest="scheduler", action="store_const",
+                     const="kubernetes", help="Job manifests for Kubernetes (kubectl apply)")
+    fl.add_argument("-o", "--output", metavar="DIR", type=_path,
+                    help="the folder to write the scripts or manifests into")
+    fl.add_argument("--submit", action="store_true",
+                    help="with --slurm: submit each job array with sbatch --parsable")
+    fl.add_argument("--collect", metavar="DIR", type=_path,
+                    help="with --slurm: each task's state (sacct) and its certificate, the "
+                         "passing ones stored; exit 1 unless every task passed")
+    fl.add_argument("--resubmit-failed", metavar="DIR", type=_path,
+                    help="with --slurm: resubmit only the failed and timed-out tasks")
+    fl.add_argument("--engine", choices=["docker"], default="docker",
+                    help="what runs the image in each Slurm task (default docker)")
+    fl.set_defaults(func=_later("fleet"))
+
     ci = sub.add_parser("ci", help="CI files: a GitHub workflow, a docker-bake.json or a "
                                    "devcontainer.json")
     ci.add_argument("kind", choices=["github", "bake", "devcontainer"],

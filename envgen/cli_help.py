@@ -92,6 +92,7 @@ EXAMPLES = {
     "require-cuda": "envgen require-cuda check 'cuda>=12.1 brand=tesla' --driver 535.104.05",
     "require-cuda check": "envgen require-cuda check 'cuda>=12.1' --driver 530.30.02",
     "report": "envgen report -o report/ --fleet fleet.yaml",
+    "fleet": "envgen fleet fleet.yaml --slurm -o run/ --submit",
     "run": "envgen run --gpus all pytorch-cu121 -- python train.py --epochs 1",
     "shell": "envgen shell --as-me pytorch-cu121",
 }

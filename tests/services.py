@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -331,3 +332,100 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@dataclass
+class Slurm:
+    root: Path
+    env: dict            # SLURM_CONF and PATH for the clients (sbatch, sacct, sinfo)
+    partitions: tuple[str, ...]
+
+
+def _binary(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/bin/{name}", f"/usr/sbin/{name}") if os.access(p, os.X_OK)), None)
+
+
+@contextmanager
+def slurm_cluster(wait_s: float = 60) -> Iterator[Slurm]:
+    """A single-node Slurm cluster on this machine (Debian's slurm-wlm and munge): munged on
+    its own socket, slurmctld and slurmd on free loopback ports, a minimal slurm.conf in a
+    temporary folder, partitions `cpu` (the default) and `short`. No slurmdbd: accounting is
+    off, so `sacct` answers that it is disabled and envgen reads `scontrol show job`. Every
+    daemon is its own session, stopped at the end; the folder is deleted."""
+    need = {n: _binary(n) for n in ("munged", "slurmctld", "slurmd", "sbatch", "scontrol")}
+    if None in need.values():
+        pytest.skip("slurm-wlm and munge are not installed (tools/bootstrap.sh installs them)")
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster's slurmd runs jobs as root")
+    root = Path(tempfile.mkdtemp(prefix="envgen-slurm-", dir="/tmp"))
+    root.chmod(0o755)
+    for d in ("state", "spool", "munge"):
+        (root / d).mkdir()
+    (root / "munge").chmod(0o700)
+    key = root / "munge" / "munge.key"
+    subprocess.run(["mungekey", "--create", "--keyfile", str(key)], check=True,
+                   capture_output=True)
+    key.chmod(0o400)
+    sock = root / "munge" / "munge.sock"
+    host = socket.gethostname().split(".")[0]
+    cpus = os.cpu_count() or 1
+    mem_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 2
+    ctld, slurmd_port = free_port(), free_port()
+    conf = root / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=envgen-test", f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={ctld}", f"SlurmdPort={slurmd_port}", "SlurmUser=root",
+        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
+        f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool",
+        f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd.pid",
+        f"SlurmctldLogFile={root}/slurmctld.log", f"SlurmdLogFile={root}/slurmd.log",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
+        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "ReturnToService=2",
+        "MinJobAge=3600", "KillWait=15", "OverTimeLimit=0", "InactiveLimit=0",
+        "SlurmctldTimeout=30", "SlurmdTimeout=60", "MessageTimeout=10",
+        f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN",
+        f"PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName=short Nodes={host} MaxTime=10 State=UP", ""]))
+    env = {"SLURM_CONF": str(conf)}
+    full = {**os.environ, **env}
+    procs: list[subprocess.Popen] = []
+
+    def start(argv: list[str], log: str) -> subprocess.Popen:
+        with open(root / log, "wb") as out:
+            p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True, env=full)
+        procs.append(p)
+        return p
+    try:
+        start([need["munged"], "--foreground", "--force", f"--socket={sock}",
+               f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
+               f"--log-file={root}/munge/munged.log", f"--seed-file={root}/munge/seed"],
+              "munged.out")
+        deadline = time.monotonic() + wait_s
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        start([need["slurmctld"], "-D", "-i", "-f", str(conf)], "slurmctld.out")
+        start([need["slurmd"], "-D", "-f", str(conf)], "slurmd.out")
+        while time.monotonic() < deadline:
+            r = subprocess.run([need["scontrol"], "show", "node", host], capture_output=True,
+                               text=True, env=full)
+            if r.returncode == 0 and re.search(r"State=(IDLE|MIXED)", r.stdout):
+                break
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"the test Slurm node did not come up: "
+                               f"{_tail(root / 'slurmctld.log')}{_tail(root / 'slurmd.log')}")
+        dead = [p.args[0] for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{dead} exited: {_tail(root / 'slurmctld.out')}"
+                               f"{_tail(root / 'slurmd.out')}{_tail(root / 'munged.out')}")
+        yield Slurm(root, env, ("cpu", "short"))
+    finally:
+        for p in reversed(procs):
+            _stop(p, grace_s=20)
+        shutil.rmtree(root, ignore_errors=True)

@@ -53,7 +53,12 @@ FORMS = [
     ["smoke", "--steps", "{v}"],
     ["init", "{v}", "--force"], ["init", "pytorch-cpu", "--name", "{v}", "--force"],
     ["init", "pytorch-cpu", "-o", "{v}"],
+    ["fleet", "{v}", "--slurm", "-o", "{tmp}/run"], ["fleet", "{v}", "--kubernetes", "-o",
+                                                     "{tmp}/k8s"],
+    ["fleet", "{tmp}/fleet.yaml", "--slurm", "--collect", "{v}"],
+    ["fleet", "{tmp}/fleet.yaml", "--slurm", "--resubmit-failed", "{v}"],
 ]
+FLEET = "stacks: [pytorch-cu121]\ntargets: [{name: a, partition: p}]\n"
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: " ".join(f))
@@ -63,6 +68,7 @@ def test_no_hostile_value_breaks_a_command(form, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ENVGEN_DOCKER_PING_TIMEOUT", "2")
     monkeypatch.chdir(tmp_path)
     os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "fleet.yaml").write_text(FLEET)
     broken = []
     for value in VALUES:
         value = value.replace("{fifo}", str(tmp_path / "fifo"))

@@ -2,7 +2,8 @@
 # Install and start what envgen needs on a Debian host, idempotently: Docker's engine
 # (Debian's docker.io, for BuildKit through its 20.10 client), docker buildx (for
 # `docker buildx bake`), mmdebstrap (local bases), Debian's docker-registry (the real OCI
-# registry the tests push to), and a virtual environment with envgen and its test tools.
+# registry the tests push to), Slurm and munge (a single-node test cluster), and a virtual
+# environment with envgen and its test tools.
 # Run as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,9 @@ command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v curl >/dev/null || need+=(curl)
 command -v ip >/dev/null || need+=(iproute2)
 command -v chromium >/dev/null || need+=(chromium)   # headless, for `envgen report`'s browser test
+# a single-node Slurm cluster for `envgen fleet --slurm`'s real test (tests/services.py)
+command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"

@@ -1,0 +1,118 @@
+"""Kubernetes: one batch/v1 Job per stack x target. The pod runs the stack's image itself
+(no Docker inside): the smoke payload as certification runs it, with the run profile's
+shared memory, no privilege, every capability dropped, as a non-root user, and prints its
+certificate in the log (`kubectl logs job/NAME | envgen certs import -`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .. import __version__
+from ..certify import NCCL_ENV, SHM_SIZE, payload_command
+from ..certs import profile_of
+from .spec import Fleet, Task
+
+UID = 65534   # nobody, as certification runs an image whose user is root
+BACKOFF_LIMIT = 0   # a failed certification is a verdict, not a hiccup to retry
+KEEP_FINISHED_S = 7 * 86400   # long enough to read each log back
+
+
+def _shm_limit() -> str:   # Docker's "8g" as a Kubernetes quantity
+    return SHM_SIZE[:-1] + "Gi" if SHM_SIZE.endswith("g") else SHM_SIZE
+
+
+def image_of(task: Task, images: dict) -> tuple[str, str, list[str]]:
+    """(the reference the pod pulls, the image ID, its tags) for a task. `images` maps each
+    reference to (ID, repo digests, tags) as the local daemon knows it; a repo digest pins
+    the pull when the image was pushed."""
+    from ..build import default_tag
+    ref = task.stack.image or default_tag(task.resolved)
+    image_id, digests, tags = images[ref]
+    return (digests[0] if digests else ref), image_id, list(tags)
+
+
+def manifest(task: Task, images: dict) -> dict:
+    t = task.target
+    pull, image_id, tags = image_of(task, images)
+    cuda = t.level == "cuda"
+    timeout = max(60, t.seconds - 30)
+    payload, cmd = payload_command(task.resolved, cuda, timeout, t.steps)
+    base = {"schema": 1, "image_id": image_id, "image_tags": tags,
+            "profile": profile_of(t.level, t.gpus > 0, t.steps, False),
+            "params": {"gpus": "all" if cuda else "none", "steps": t.steps,
+                       "multi_gpu": False, "timeout": timeout},
+            "stack": task.resolved.to_json(), "payload": {"path": payload, "sha256": None},
+            "envgen_version": __version__, "command": cmd}
+    import json
+    from importlib.resources import files
+    source = files("envgen.fleet").joinpath("pod.py").read_text()
+    labels = {"app.kubernetes.io/name": "envgen", "app.kubernetes.io/component": "certify",
+              "envgen.io/target": t.name, "envgen.io/task": str(task.index)}
+    env = [{"name": k, "value": v} for k, v in sorted(NCCL_ENV.items())]
+    env += [{"name": "HOME", "value": "/tmp"},
+            {"name": "CERTIFY_TEMPLATE", "value": json.dumps(base, sort_keys=True)},
+            {"name": "CERTIFY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "CERTIFY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    container = {
+        "name": "certify", "image": pull, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-c", source], "env": env,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                            "allowPrivilegeEscalation": False, "privileged": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "tmp", "mountPath": "/tmp"}]}
+    if t.gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": t.gpus}}
+    pod = {"restartPolicy": "Never", "automountServiceAccountToken": False,
+           "enableServiceLinks": False,
+           "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                               "seccompProfile": {"type": "RuntimeDefault"}},
+           "containers": [container],
+           "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory",
+                                                    "sizeLimit": _shm_limit()}},
+                       {"name": "tmp", "emptyDir": {}}]}
+    if t.gpu_product:
+        pod["nodeSelector"] = {"nvidia.com/gpu.product": t.gpu_product}
+    if t.gpus:
+        pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists",
+                               "effect": "NoSchedule"}]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": task.name, "labels": labels,
+                         "annotations": {"envgen.io/stack": task.resolved.stack,
+                                         "envgen.io/spec": task.stack.spec}},
+            "spec": {"backoffLimit": BACKOFF_LIMIT, "activeDeadlineSeconds": t.seconds,
+                     "ttlSecondsAfterFinished": KEEP_FINISHED_S,
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def local_images(fleet: Fleet) -> dict:
+    """Each image the tasks name, as this Docker daemon knows it (its ID goes into the
+    certificate); an image that is not there is refused by certify's own sentence."""
+    from .. import engine
+    from ..build import default_tag
+    from ..certify import inspect_target
+    c = engine.client()
+    out = {}
+    for t in fleet.tasks():
+        ref = t.stack.image or default_tag(t.resolved)
+        if ref not in out:
+            target = inspect_target(c, ref)
+            out[ref] = (target.image_id, list(target.repo_digests), list(target.tags))
+    return out
+
+
+def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
+    from ..files import write_atomic
+    images = local_images(fleet) if images is None else images
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for task in fleet.tasks():
+        path = out / f"{task.name}.yaml"
+        write_atomic(path, f"# envgen fleet: task {task.index}, target {task.target.name}\n"
+                     + yaml.safe_dump(manifest(task, images), sort_keys=False, width=100))
+        written.append({"name": task.name, "path": str(path), "stack": task.resolved.stack,
+                        "target": task.target.name})
+    return {"folder": str(out), "manifests": written}

@@ -1,0 +1,321 @@
+"""Slurm: one job array per target (partition, GPUs and time limit are per job), each task
+running `python -m envgen.fleet.task DIR` (envgen certify through the engine). Submitting
+with `sbatch --parsable`, reading state with `sacct` (or, where accounting is off,
+`scontrol show job` and the tasks' own result files), resubmitting failed indices."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import EnvironmentMissing, InputError, shown
+from .spec import Fleet
+
+# the output folder and Python's path land in #SBATCH lines and the script: plain paths only
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,1024}")
+SUBMITTED = "jobs.json"
+FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+WAITING = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+           "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
+
+
+def _safe_path(p: Path, what: str) -> str:
+    text = str(p)
+    if not SAFE_PATH.fullmatch(text) or text.startswith("-"):
+        raise InputError(f"{what} {shown(text)} must be a plain path (letters, digits and "
+                         f"_ . / + -) for a Slurm batch script")
+    return text
+
+
+def task_table(fleet: Fleet, engine: str) -> list[dict]:
+    return [{"index": t.index, "name": t.name, "spec": t.stack.spec, "image": t.stack.image,
+             "stack": t.resolved.stack, "target": t.target.name,
+             "partition": t.target.partition, "gpus": t.target.gpus,
+             "time": t.target.slurm_time, "level": t.target.level, "steps": t.target.steps,
+             "certify_timeout": min(86400, max(60, t.target.seconds + 60)), "engine": engine,
+             "script": f"slurm/{t.target.name}.sbatch"} for t in fleet.tasks()]
+
+
+def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
+    """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target."""
+    from ..files import write_atomic
+    missing = [t for t in fleet.targets if not t.partition]
+    if missing:
+        raise InputError(f"target {missing[0].name!r} has no `partition:` (Slurm needs one)",
+                         file=fleet.path, line=missing[0].line)
+    out = out.resolve()
+    folder = _safe_path(out, "the output folder")
+    python = _safe_path(Path(sys.executable), "Python's path")
+    (out / "slurm").mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    (out / "results").mkdir(exist_ok=True)
+    tasks = task_table(fleet, engine)
+    doc = {"fleet": str(fleet.path), "fleet_sha256": fleet.sha256, "scheduler": "slurm",
+           "tasks": tasks}
+    write_atomic(out / "tasks.json", json.dumps(doc, indent=2) + "\n")
+    scripts = []
+    for t in fleet.targets:
+        indices = [x["index"] for x in tasks if x["target"] == t.name]
+        source = Path(fleet.path).name   # a file name may hold a newline: not in a script
+        source = f"; written from {source}" if re.fullmatch(r"[\w.+-]{1,100}", source) else ""
+        lines = ["#!/bin/bash",
+                 f"# envgen fleet: certify {len(indices)} stack(s) on target {t.name} "
+                 f"(level {t.level}){source}",
+                 f"#SBATCH --job-name=envgen-{t.name}",
+                 f"#SBATCH --partition={t.partition}",
+                 f"#SBATCH --time={t.slurm_time}",
+                 f"#SBATCH --array={indices[0]}-{indices[-1]}",
+                 f"#SBATCH --output={folder}/logs/%A_%a.out",
+                 "#SBATCH --ntasks=1"]
+        if t.gpus:
+            lines.append(f"#SBATCH --gres=gpu:{t.gpus}")
+        lines += ["set -eu", f"exec {shlex.quote(python)} -m envgen.fleet.task "
+                             f"{shlex.quote(folder)}", ""]
+        path = out / "slurm" / f"{t.name}.sbatch"
+        write_atomic(path, "\n".join(lines))
+        path.chmod(0o755)
+        scripts.append(str(path))
+    return {"folder": str(out), "scripts": scripts, "tasks": tasks}
+
+
+# ---- the scheduler ------------------------------------------------------------------------
+
+def _slurm(argv: list[str], timeout: float = 60,
+           soft: bool = False) -> subprocess.CompletedProcess:
+    """Run a Slurm client; a missing client or a controller that does not answer is
+    EnvironmentMissing (exit 3), in one sentence. `soft`: a failure is the caller's to
+    judge (sacct without a slurmdbd that answers)."""
+    if shutil.which(argv[0]) is None:
+        raise EnvironmentMissing(f"{argv[0]} is not installed: this host is not a Slurm "
+                                 f"client (Debian: apt-get install slurm-client)")
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentMissing(f"{argv[0]} did not answer within {timeout:.0f} s (is "
+                                 f"slurmctld up?)") from None
+    if r.returncode != 0 and not soft:
+        err = " ".join(r.stderr.split())[:300]
+        if re.search(r"contact slurm controller|Connection refused|Socket timed out|"
+                     r"Unable to establish|communication", err, re.I):
+            raise EnvironmentMissing(f"the Slurm controller does not answer ({argv[0]}: "
+                                     f"{err})")
+    return r
+
+
+def partitions() -> set[str]:
+    r = _slurm(["sinfo", "--noheader", "--format=%R"])
+    if r.returncode != 0:
+        raise EnvironmentMissing(f"sinfo failed: {' '.join(r.stderr.split())[:300]}")
+    return {p.strip() for p in r.stdout.split()}
+
+
+def check_partitions(fleet: Fleet) -> None:
+    known = partitions()
+    for t in fleet.targets:
+        if t.partition not in known:
+            raise InputError(f"target {t.name!r}: partition {t.partition!r} is not one this "
+                             f"cluster has (sinfo lists {', '.join(sorted(known)) or 'none'})",
+                             file=fleet.path, line=t.partition_line or t.line)
+
+
+def sbatch(script: str, indices: list[int] | None = None) -> str:
+    argv = ["sbatch", "--parsable"]
+    if indices is not None:
+        argv.append("--array=" + ",".join(str(i) for i in indices))
+    r = _slurm([*argv, script])
+    if r.returncode != 0:
+        err = " ".join(r.stderr.split())[:300]
+        if re.search(r"invalid|not available|not permitted|denied", err, re.I):
+            raise InputError(f"sbatch refused {Path(script).name}: {err}")
+        raise EnvironmentMissing(f"sbatch failed for {Path(script).name}: {err}")
+    job = r.stdout.strip().split(";")[0]
+    if not job.isdigit():
+        raise EnvironmentMissing(f"sbatch --parsable printed {shown(r.stdout.strip())}, "
+                                 f"not a job ID")
+    return job
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not envgen's fleet state ({e})") from None
+
+
+def load_folder(folder: Path, fleet: Fleet) -> dict:
+    doc = _read_json(folder / "tasks.json", None)
+    if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), list):
+        raise InputError(f"{folder} holds no tasks.json: write it first with `envgen fleet "
+                         f"FILE --slurm -o {folder}`")
+    if doc.get("fleet_sha256") != fleet.sha256:
+        raise InputError(f"{folder} was written from another version of {fleet.path}; write "
+                         f"it again with -o")
+    return doc
+
+
+def record(folder: Path, entries: list[dict]) -> None:
+    from ..files import write_atomic
+    doc = _read_json(folder / SUBMITTED, {"submissions": []})
+    doc["submissions"].extend(entries)
+    write_atomic(folder / SUBMITTED, json.dumps(doc, indent=2) + "\n")
+
+
+def submit(folder: Path, fleet: Fleet) -> list[dict]:
+    doc = load_folder(folder, fleet)
+    check_partitions(fleet)
+    done = []
+    for script in sorted({t["script"] for t in doc["tasks"]}):
+        indices = [t["index"] for t in doc["tasks"] if t["script"] == script]
+        job = sbatch(str(folder / script))
+        done.append({"script": script, "job_id": job, "indices": indices,
+                     "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        record(folder, [done[-1]])
+    return done
+
+
+# ---- state --------------------------------------------------------------------------------
+
+def _indices(text: str) -> list[int]:
+    """'4', '5-7', '[5-7,9%2]' -> the indices."""
+    out = []
+    for part in text.strip("[]").split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def parse_sacct(text: str) -> dict[tuple[str, int], str]:
+    """`sacct -n -P -X --format=JobID,State,ExitCode` -> {(array job, index): STATE}."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) < 2 or "_" not in fields[0]:
+            continue
+        job, _, idx = fields[0].partition("_")
+        state = fields[1].split()[0] if fields[1].split() else ""
+        for i in _indices(idx):
+            out[(job, i)] = state
+    return out
+
+
+def parse_scontrol(text: str) -> dict[tuple[str, int], str]:
+    """`scontrol -o show job ID` (one line per task) -> {(array job, index): STATE}."""
+    out = {}
+    for line in text.splitlines():
+        kv = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "ArrayJobId" in kv and "JobState" in kv:
+            for i in _indices(kv.get("ArrayTaskId", "")):
+                out[(kv["ArrayJobId"], i)] = kv["JobState"]
+    return out
+
+
+def scheduler_states(jobs: list[str]) -> tuple[dict[tuple[str, int], str], str]:
+    """The state of every task of these array jobs, and where it came from."""
+    if not jobs:
+        return {}, "none"
+    r = _slurm(["sacct", "--noheader", "--parsable2", "--allocations",
+                "--format=JobID,State,ExitCode", "--jobs=" + ",".join(jobs)], soft=True)
+    if r.returncode == 0:
+        return parse_sacct(r.stdout), "sacct"
+    # accounting off or slurmdbd down: the controller's memory of recent jobs
+    out: dict = {}
+    for job in jobs:
+        s = _slurm(["scontrol", "--oneliner", "show", "job", job])
+        if s.returncode == 0:
+            out.update(parse_scontrol(s.stdout))
+    return out, "scontrol"
+
+
+def _result(folder: Path, index: int, job_id: str | None) -> dict | None:
+    """The certificate task `index` wrote under array job `job_id` (a file an earlier
+    submission left is not this one's)."""
+    from .task import result_name
+    if job_id is None:
+        return None
+    try:
+        c = json.loads((folder / "results" / result_name(index, job_id)).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return c if isinstance(c, dict) and isinstance(c.get("passed"), bool) else None
+
+
+def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
+    """Each task's verdict: passed, failed, timed out, cancelled, running or missing. A task
+    counts as passed only with a passing certificate in its result file and a scheduler
+    that does not say it failed."""
+    doc = load_folder(folder, fleet)
+    subs = _read_json(folder / SUBMITTED, {"submissions": []})["submissions"]
+    latest: dict[int, dict] = {}
+    for s in subs:
+        for i in s["indices"]:
+            latest[i] = s
+    states, source = scheduler_states(sorted({s["job_id"] for s in latest.values()}))
+    out = []
+    for t in doc["tasks"]:
+        sub = latest.get(t["index"])
+        state = states.get((sub["job_id"], t["index"])) if sub else None
+        cert = _result(folder, t["index"], sub["job_id"] if sub else None)
+        if sub is None:
+            verdict = "missing"
+        elif state == "TIMEOUT":
+            verdict = "timed out"
+        elif state and state.startswith("CANCELLED") or state == "PREEMPTED":
+            verdict = "cancelled"
+        elif state in FAILED:
+            verdict = "failed"
+        elif state in WAITING:
+            verdict = "running"
+        elif state in ("COMPLETED", None) and cert is not None:
+            verdict = "passed" if cert["passed"] else "failed"
+        elif state == "COMPLETED":
+            verdict = "failed"   # ended 0 without a certificate: not a pass
+        else:
+            verdict = "missing"
+        out.append({"index": t["index"], "stack": t["stack"], "spec": t["spec"],
+                    "target": t["target"], "verdict": verdict, "state": state,
+                    "job_id": sub["job_id"] if sub else None,
+                    "log": (f"{folder}/logs/{sub['job_id']}_{t['index']}.out" if sub else None),
+                    "script": t["script"]})
+    return out, source
+
+
+def store_passed(folder: Path, rows: list[dict]) -> list[str]:
+    """Copy each passing certificate into the local store (certs.save)."""
+    from .. import certs
+    from ..lockfile import IMAGE_ID
+    stored = []
+    for row in rows:
+        if row["verdict"] != "passed":
+            continue
+        cert = _result(folder, row["index"], row["job_id"])
+        if cert is None or not IMAGE_ID.fullmatch(str(cert.get("image_id"))) or \
+                not isinstance(cert.get("stack"), dict):
+            row["verdict"] = "failed"
+            continue
+        cert.pop("_path", None)
+        row["certificate"] = str(certs.save(cert))
+        stored.append(row["certificate"])
+    return stored
+
+
+def resubmit_failed(folder: Path, fleet: Fleet) -> list[dict]:
+    rows, _ = verdicts(folder, fleet)
+    done = []
+    for script in sorted({r["script"] for r in rows}):
+        again = [r["index"] for r in rows if r["script"] == script
+                 and r["verdict"] in ("failed", "timed out")]
+        if again:
+            job = sbatch(str(folder / script), again)
+            done.append({"script": script, "job_id": job, "indices": again,
+                         "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            record(folder, [done[-1]])
+    return done

@@ -1,0 +1,94 @@
+"""One task of a fleet run, inside the scheduler's job: `python -m envgen.fleet.task DIR
+INDEX` (INDEX defaults to $SLURM_ARRAY_TASK_ID). Runs `envgen certify` on the task's stack
+(every value from DIR/tasks.json, passed as argv: no shell sees it), writes the certificate
+as one compact JSON line to DIR/results/INDEX-JOB.json and prints it in the log as
+`envgen-certificate: {...}`; exits with certify's exit code."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+LINE_PREFIX = "envgen-certificate: "
+ENGINES = ("docker",)   # the hook for other engines (Apptainer): a name here and in argv()
+
+
+def certificate_line(cert: dict) -> str:
+    """The one line `envgen certs import` reads from a log."""
+    return LINE_PREFIX + json.dumps(cert, separators=(",", ":"), sort_keys=True)
+
+
+def result_name(index: int, job: str | None = None) -> str:
+    """INDEX-JOB.json: the array job in the name, so that a result an earlier submission
+    left is never read as this one's."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID", "") if job is None else job
+    return f"{index}-{job or 'nojob'}.json"
+
+
+def argv(task: dict, python: str = sys.executable) -> list[str]:
+    """The certify command of a task, as an argument list."""
+    engine = task.get("engine", "docker")
+    if engine not in ENGINES:
+        raise SystemExit(f"envgen fleet task: engine {engine!r} is not supported here")
+    cmd = [python, "-m", "envgen", "certify", "--json",
+           "--gpus", "none" if task["level"] == "cpu" else "all",
+           "--timeout", str(task["certify_timeout"])]
+    if task.get("steps"):
+        cmd += ["--steps", str(task["steps"])]
+    return [*cmd, "--", task["image"] or task["spec"]]
+
+
+def run(folder: Path, index: int) -> int:
+    tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
+    task = next((t for t in tasks if t["index"] == index), None)
+    if task is None:
+        print(f"envgen fleet task: no task {index} in {folder}/tasks.json", file=sys.stderr)
+        return 2
+    print(f"envgen fleet task {index}: {task['spec']} on {task['target']} "
+          f"(level {task['level']})", file=sys.stderr, flush=True)
+    proc = subprocess.Popen(argv(task), stdout=subprocess.PIPE, text=True)
+
+    def forward(signum, _frame):   # the scheduler's SIGTERM: certify cleans up, then we end
+        proc.send_signal(signum)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, forward)
+    out, _ = proc.communicate()
+    code = proc.returncode
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    results = folder / "results"
+    results.mkdir(exist_ok=True)
+    if isinstance(doc, dict) and "image_id" in doc:
+        doc.pop("_path", None)
+        doc.pop("schema_version", None)
+        line = certificate_line(doc)
+        tmp = results / f".{index}.json.tmp"
+        tmp.write_text(line[len(LINE_PREFIX):] + "\n")
+        os.replace(tmp, results / result_name(index))
+        print(line, flush=True)
+    elif isinstance(doc, dict):
+        print(f"envgen fleet task {index}: certify exited {code}: {doc.get('message')}",
+              file=sys.stderr)
+    else:
+        print(f"envgen fleet task {index}: certify exited {code} without a certificate",
+              file=sys.stderr)
+    return code if code >= 0 else 128 - code
+
+
+def main(args: list[str]) -> int:
+    folder = Path(args[0])
+    index = args[1] if len(args) > 1 else os.environ.get("SLURM_ARRAY_TASK_ID", "")
+    if not index.isdigit():
+        print("envgen fleet task: no task index (argument or SLURM_ARRAY_TASK_ID)",
+              file=sys.stderr)
+        return 2
+    return run(folder, int(index))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,272 @@
+"""The fleet file and what envgen writes from it, without a cluster: every bad value at
+fleet.yaml:LINE (exit 2), no value reaching a shell or an option, Slurm's state parsed
+(sacct and scontrol), and each Kubernetes Job validated against the Job schema of the
+Kubernetes API (tests/data/kubernetes/job-batch-v1.json, strict)."""
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from envgen.errors import MatrixError
+from envgen.fleet import kubernetes, slurm
+from envgen.fleet.spec import gfd_product, load
+from envgen.fleet.task import LINE_PREFIX, argv, certificate_line
+from services import envgen
+
+SCHEMA = json.loads((Path(__file__).parent / "data/kubernetes/job-batch-v1.json").read_text())
+GOOD = """\
+stacks: [pytorch-cu121, jax-cuda12]
+targets:
+  - name: h100
+    partition: gpu-h100
+    gpu_product: NVIDIA-H100-80GB-HBM3
+    gpus: 2
+    time: 30m
+  - name: cpu
+    partition: debug
+    level: cpu
+    time: 1h30m
+"""
+
+
+def fleet_of(tmp_path, text, name="fleet.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return load(str(p))
+
+
+def problems(tmp_path, text) -> list[str]:
+    with pytest.raises(MatrixError) as e:
+        fleet_of(tmp_path, text)
+    return [f"{p.line}: {p.message}" for p in e.value.problems]
+
+
+def test_a_fleet_gives_one_task_per_stack_and_target(tmp_path):
+    f = fleet_of(tmp_path, GOOD)
+    tasks = f.tasks()
+    assert [(t.resolved.stack, t.target.name) for t in tasks] == [
+        ("pytorch-cu121", "h100"), ("jax-cuda12", "h100"), ("pytorch-cu121", "cpu"),
+        ("jax-cuda12", "cpu")]
+    assert tasks[0].target.gpu == "H100" and tasks[0].target.seconds == 1800
+    assert tasks[2].target.slurm_time == "1:30:00" and tasks[2].target.gpus == 0
+    assert len({t.name for t in tasks}) == 4 and all(len(t.name) <= 63 for t in tasks)
+
+
+def test_gpu_feature_discovery_names_products_from_nvml_names():
+    assert gfd_product("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
+    assert gfd_product("NVIDIA A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+    assert gfd_product("Tesla V100-SXM2-16GB") == "Tesla-V100-SXM2-16GB"
+    assert gfd_product("NVIDIA GeForce RTX 4090") == "NVIDIA-GeForce-RTX-4090"
+
+
+def test_a_time_sliced_products_label_maps_to_its_gpu(tmp_path):
+    f = fleet_of(tmp_path, GOOD.replace("HBM3\n", "HBM3-SHARED\n"))
+    assert f.targets[0].gpu == "H100" and f.targets[0].gpu_product.endswith("-SHARED")
+
+
+@pytest.mark.parametrize("bad, line, words", [
+    ("stacks: [nosuch-framework]\ntargets: [{name: a, partition: p}]\n", 1, "nosuch"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    gpu_product: H100\n"
+     "    gpus: 1\n", 4, None),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    gpu_product: NVIDIA-H999\n", 4,
+     "nearest"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    time: 30x\n", 4, "duration"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    time: 8d\n", 4, "duration"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    level: gpu\n", 4, "cuda or cpu"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    gpus: 0\n", 4, "at least one"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    gpus: true\n", 4, "whole number"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n  - name: a\n", 4, "twice"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: A_b\n", 3, "a-z"),
+    ("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    colour: red\n", 4, "unknown key"),
+    ("stacks: [jax-cpu]\ntargets:\n  - name: a\n", 1, "CPU build"),
+    ("stacks: []\ntargets: [{name: a}]\n", 1, "non-empty"),
+    ("stack: [pytorch-cu121]\ntargets: [{name: a}]\n", 1, "unknown key"),
+])
+def test_each_bad_value_is_one_sentence_at_its_line(tmp_path, bad, line, words):
+    found = problems(tmp_path, bad)
+    if words is None:   # a known short name is not a label GFD writes
+        assert any(f"{line}: " in p and "gpu.product" in p for p in found), found
+        return
+    assert any(p.startswith(f"{line}: ") and words in p for p in found), found
+
+
+@pytest.mark.parametrize("value", ["-rf", "--partition=x", "a b", "x;rm -rf /", "$(id)",
+                                   "`id`", "x'y", 'x"y', "x\ny", "x|y", "-"])
+def test_no_value_reaches_a_shell_or_an_option(tmp_path, value):
+    q = json.dumps(value)
+    for text in (f"stacks: [{q}]\ntargets: [{{name: a, partition: p, level: cpu}}]\n",
+                 f"stacks: [jax-cpu]\ntargets: [{{name: a, partition: {q}, level: cpu}}]\n",
+                 f"stacks: [jax-cpu]\ntargets: [{{name: {q}, level: cpu}}]\n",
+                 f"stacks: [{{spec: jax-cpu, image: {q}}}]\ntargets: [{{name: a, level: cpu}}]\n",
+                 f"stacks: [jax-cpu]\ntargets: [{{name: a, gpu_product: {q}}}]\n"):
+        assert problems(tmp_path, text), text
+
+
+def test_the_cli_refuses_a_bad_file_with_exit_2_and_its_line(tmp_path):
+    p = tmp_path / "fleet.yaml"
+    p.write_text("stacks: [pytorch-cu121]\ntargets:\n  - name: a\n    partition: '-x'\n")
+    r = envgen("fleet", str(p), "--slurm", "-o", str(tmp_path / "out"), "--json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = json.loads(r.stdout)
+    assert err["line"] == 4 and "partition" in err["message"] and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp_path):
+    f = fleet_of(tmp_path, GOOD)
+    out = slurm.write(f, tmp_path / "run")
+    h100 = (tmp_path / "run/slurm/h100.sbatch").read_text()
+    cpu = (tmp_path / "run/slurm/cpu.sbatch").read_text()
+    assert "#SBATCH --partition=gpu-h100" in h100 and "#SBATCH --gres=gpu:2" in h100
+    assert "#SBATCH --array=0-1" in h100 and "#SBATCH --time=0:30:00" in h100
+    assert "--gres" not in cpu and "#SBATCH --array=2-3" in cpu
+    assert "pytorch" not in h100.split("\n", 2)[2]   # specs stay in tasks.json, not the script
+    last = h100.strip().splitlines()[-1]
+    assert shlex.split(last)[2:] == ["-m", "envgen.fleet.task", out["folder"]]
+    tasks = json.loads((tmp_path / "run/tasks.json").read_text())["tasks"]
+    cmd = argv(tasks[0], python="py")
+    assert cmd[-2:] == ["--", "pytorch-cu121"] and cmd[cmd.index("--gpus") + 1] == "all"
+    assert argv(tasks[2], python="py")[argv(tasks[2], "py").index("--gpus") + 1] == "none"
+
+
+def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
+    f = fleet_of(tmp_path, GOOD, name="fleet.yaml\ntouch pwned #")
+    slurm.write(f, tmp_path / "run")
+    script = (tmp_path / "run/slurm/cpu.sbatch").read_text()
+    assert "pwned" not in script and all(
+        ln.startswith(("#", "set ", "exec ")) for ln in script.strip().splitlines())
+
+
+def test_an_output_folder_a_batch_script_cannot_hold_plainly_is_refused(tmp_path):
+    f = fleet_of(tmp_path, GOOD)
+    from envgen.errors import InputError
+    with pytest.raises(InputError, match="plain path"):
+        slurm.write(f, tmp_path / "a b$(id)")
+
+
+def test_the_certificate_line_is_one_compact_json_line():
+    line = certificate_line({"image_id": "sha256:" + "a" * 64, "passed": True, "x": "a\nb"})
+    assert line.startswith(LINE_PREFIX) and "\n" not in line
+    assert json.loads(line[len(LINE_PREFIX):])["x"] == "a\nb"
+
+
+SACCT = """\
+101_0|COMPLETED|0:0
+101_1|FAILED|1:0
+101_2|TIMEOUT|0:15
+101_3|CANCELLED by 0|0:15
+102_[4-5,7]|PENDING|0:0
+"""
+SCONTROL = ("JobId=11 ArrayJobId=10 ArrayTaskId=0 ArrayTaskThrottle=0 JobState=COMPLETED "
+            "Reason=None ExitCode=0:0\n"
+            "JobId=10 ArrayJobId=10 ArrayTaskId=1-3 JobState=PENDING Reason=Resources\n")
+
+
+def test_sacct_and_scontrol_output_is_read_per_array_task():
+    s = slurm.parse_sacct(SACCT)
+    assert s[("101", 0)] == "COMPLETED" and s[("101", 1)] == "FAILED"
+    assert s[("101", 2)] == "TIMEOUT" and s[("101", 3)] == "CANCELLED"
+    assert {k[1] for k in s if k[0] == "102"} == {4, 5, 7}
+    c = slurm.parse_scontrol(SCONTROL)
+    assert c == {("10", 0): "COMPLETED", ("10", 1): "PENDING", ("10", 2): "PENDING",
+                 ("10", 3): "PENDING"}
+
+
+def test_a_failed_or_timed_out_task_is_never_a_pass(tmp_path, monkeypatch):
+    f = fleet_of(tmp_path, GOOD)
+    run = Path(slurm.write(f, tmp_path / "run")["folder"])
+    slurm.record(run, [{"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]},
+                       {"script": "slurm/cpu.sbatch", "job_id": "101", "indices": [2, 3]}])
+    good = {"image_id": "sha256:" + "b" * 64, "passed": True, "stack": {"stack": "x"}}
+    for i in range(4):   # every task wrote a passing certificate...
+        (run / "results" / f"{i}-101.json").write_text(json.dumps(good))
+    monkeypatch.setattr(slurm, "scheduler_states",   # ...but the scheduler says otherwise
+                        lambda jobs: (slurm.parse_sacct(SACCT), "sacct"))
+    rows, _ = slurm.verdicts(run, f)
+    assert [r["verdict"] for r in rows] == ["passed", "failed", "timed out", "cancelled"]
+    (run / "results/0-101.json").rename(run / "results/0-99.json")
+    rows, _ = slurm.verdicts(run, f)   # an earlier submission's result is not this one's
+    assert rows[0]["verdict"] == "failed"
+    sent = []
+    monkeypatch.setattr(slurm, "sbatch", lambda script, indices=None:
+                        sent.append((Path(script).name, indices)) or "200")
+    slurm.resubmit_failed(run, f)
+    assert sent == [("cpu.sbatch", [2]), ("h100.sbatch", [0, 1])]
+
+
+def test_a_missing_slurm_client_is_exit_3(tmp_path):
+    p = tmp_path / "fleet.yaml"
+    p.write_text(GOOD)
+    out = tmp_path / "run"
+    assert envgen("fleet", str(p), "--slurm", "-o", str(out)).returncode == 0
+    r = envgen("fleet", str(p), "--slurm", "-o", str(out), "--submit",
+               env={"PATH": "/nonexistent"})
+    assert r.returncode == 3 and "not installed" in r.stderr, r.stderr
+    r = envgen("fleet", str(p), "--slurm", "--collect", str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "tasks.json" in r.stderr
+
+
+# ---- Kubernetes ---------------------------------------------------------------------------
+
+def manifests(tmp_path, text=GOOD) -> list[dict]:
+    f = fleet_of(tmp_path, text)
+    from envgen.build import default_tag
+    images = {default_tag(t.resolved): ("sha256:" + "c" * 64,
+                                        [f"registry.example/{t.resolved.stack}@sha256:"
+                                         + "d" * 64], [default_tag(t.resolved)])
+              for t in f.tasks()}
+    out = kubernetes.write(f, tmp_path / "k8s", images=images)
+    return [yaml.safe_load(Path(m["path"]).read_text()) for m in out["manifests"]]
+
+
+def schema_errors(doc: dict) -> list[str]:
+    v = jsonschema.Draft202012Validator(SCHEMA)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
+
+
+def test_every_job_manifest_is_valid_against_the_kubernetes_job_schema(tmp_path):
+    docs = manifests(tmp_path)
+    assert len(docs) == 4
+    for doc in docs:
+        assert schema_errors(doc) == [], doc["metadata"]["name"]
+
+
+def test_a_broken_manifest_fails_the_schema(tmp_path):
+    doc = manifests(tmp_path)[0]
+    for breakage in (lambda d, c: d["spec"].__setitem__("backoffLimit", "zero"),
+                     lambda d, c: c.__setitem__("imagePullPolice", "Always"),
+                     lambda d, c: c["securityContext"].__setitem__("capabilities", ["ALL"]),
+                     lambda d, c: d["spec"]["template"]["spec"].pop("containers")):
+        broken = json.loads(json.dumps(doc))
+        breakage(broken, broken["spec"]["template"]["spec"]["containers"][0])
+        assert schema_errors(broken), breakage
+
+
+def test_a_job_asks_for_its_gpus_on_its_product_with_the_run_profile(tmp_path):
+    doc = manifests(tmp_path)[0]
+    spec = doc["spec"]
+    pod = spec["template"]["spec"]
+    c = pod["containers"][0]
+    assert spec["activeDeadlineSeconds"] == 1800 and spec["backoffLimit"] == 0
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    assert c["image"].startswith("registry.example/pytorch-cu121@sha256:")
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["privileged"] is False
+    shm = next(v for v in pod["volumes"] if v["name"] == "shm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert {"name": "shm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    base = json.loads(env["CERTIFY_TEMPLATE"])
+    assert base["image_id"] == "sha256:" + "c" * 64 and base["command"][:2] == [
+        "python", "/opt/envgen/torch_smoke.py"]
+    assert "--require" in base["command"] and base["command"][
+        base["command"].index("--require") + 1] == "cuda"
+    cpu = manifests(tmp_path)[2]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in cpu and "resources" not in cpu["containers"][0]
