@@ -79,6 +79,8 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
     elif stack.builds_on:
         base = base_closure(stack, resolve)
         constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
+    if stack.from_source:   # only then: every other stack's key stays what it was
+        extra["from_source"] = sorted(stack.from_source)
     inputs = {"requirements": reqs + tools, "constraints": constraints,
               "python": stack.python, "platform": stack.base.platform,
               "index_url": stack.index_url, **extra}
@@ -287,7 +289,10 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         platform = "x86_64-" + _uv_platform(inputs["platform"]).removesuffix("_x86_64")
         argv = [uv, "pip", "compile", str(req), "--constraint", str(con),
                 "--python-version", inputs["python"], "--python-platform", platform,
-                "--only-binary", ":all:", "--no-header", "--no-annotate", "--no-config",
+                "--only-binary", ":all:",
+                # uv reads such a package's metadata from its sdist's PKG-INFO
+                *(a for n in inputs.get("from_source", ()) for a in ("--no-binary", n)),
+                "--no-header", "--no-annotate", "--no-config",
                 "--index-url", index, "--quiet", "--cache-dir", str(Path(tmp) / "uv-cache")]
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,

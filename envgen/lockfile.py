@@ -35,6 +35,8 @@ URL = _pattern(schema.URL)
 SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 GLIBC = re.compile(r"2\.[0-9]{2}")
 PIN_SPEC = _pattern(schema.PIN_SPEC)
+BUILD_ENV_NAME = _pattern(schema.BUILD_ENV_NAME)
+BUILD_ENV_VALUE = _pattern(schema.BUILD_ENV_VALUE)
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -137,6 +139,16 @@ def stack_problems(data) -> list[str]:
             p.append("stack.base: a local base needs a suite")
     else:
         p.append("stack.base must be an object")
+    src = data.get("from_source")
+    if src is not None:
+        _check(p, isinstance(src, dict) and set(src) <= {"packages", "env"}
+               and isinstance(src.get("packages"), list) and src["packages"]
+               and all(_req(n, NAME) for n in src["packages"])
+               and isinstance(src.get("env", {}), dict)
+               and all(_req(k, BUILD_ENV_NAME) and _req(v, BUILD_ENV_VALUE)
+                       for k, v in src.get("env", {}).items()),
+               "stack.from_source must be {packages: [names], env: {NAME: value}} with "
+               "plain names and values")
     if data.get("project") is not None:
         from .project import layer_problems
         p += layer_problems(data["project"])

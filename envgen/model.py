@@ -162,6 +162,9 @@ class Framework(Located):
     companions: tuple[str, ...] = ()
     smoke: str = ""
     builds_on: str | None = None    # installed over that framework's stack
+    # pip builds its package from the source distribution (no wheel for Linux on the
+    # index), without build isolation, after the layers below it; env: the build's variables
+    from_source: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,8 @@ class Variant:
     license: str = ""     # the CUDA libraries' SPDX expression ("" when not known)
     # why its facts are inferred (no source states them), or "" when they are stated
     inferred_why: str = field(default="", compare=False)
+    # the distribution that installs the framework in this variant ("": the framework's)
+    package: str = ""
 
 
 @dataclass(frozen=True)
@@ -336,6 +341,9 @@ class Stack:
     builds_on: str | None = None
     builds_on_package: str | None = None
     addons: tuple[str, ...] = ()
+    # distributions pip builds from their sdists (DeepSpeed), and the build's variables
+    from_source: tuple[str, ...] = ()
+    build_env: tuple[tuple[str, str], ...] = ()
     # SPDX expression of what the image installs: the frameworks', the companions' where
     # known, the CUDA libraries'; "" when a framework's or the CUDA libraries' is unknown
     licenses: str = ""
@@ -365,7 +373,8 @@ class Stack:
                             framework=self.builds_on, framework_package=package,
                             version=dict(packages).get(package, "").split("+")[0],
                             packages=packages, builds_on=None, builds_on_package=None,
-                            addons=(), licenses="")   # the base's own are not kept
+                            addons=(), licenses="",   # the base's own are not kept
+                            from_source=(), build_env=())
 
     def as_variant(self) -> Variant:
         """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
@@ -407,6 +416,8 @@ class Stack:
             "reasons": list(self.reasons),
             "matrix_sha256": self.matrix_sha256,
             "licenses": self.licenses,
+            **({"from_source": {"packages": list(self.from_source),
+                                "env": dict(self.build_env)}} if self.from_source else {}),
             **({"project": self.project.to_json()} if self.project else {}),
         }
 
@@ -438,6 +449,9 @@ class Stack:
                    builds_on_package=(fw.get("builds_on") or {}).get("package"),
                    addons=tuple(fw.get("addons", ())),
                    licenses=data.get("licenses", ""),   # locks written before it lack it
+                   from_source=tuple((data.get("from_source") or {}).get("packages", ())),
+                   build_env=tuple(sorted(((data.get("from_source") or {}).get("env")
+                                           or {}).items())),
                    project=ProjectLayer.from_json(data["project"]) if data.get("project")
                    else None)
 

@@ -132,7 +132,7 @@ def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
         # The base's vendor chose the framework build and its CUDA libraries.
         return provided
     local = f"+{v.name}" if cand.tier == 1 and v.name != r.pypi_variant else ""
-    pins = {fw.package: r.version + local}
+    pins = {v.package or fw.package: r.version + local}
     for name, ver in r.companions:
         pins[name] = ver + local
     pins.update(dict(v.packages))
@@ -286,6 +286,9 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
         tries.append((any_version, host))
     if spec.python or host.python:
         tries.append((dc_replace(spec, python=None), dc_replace(host, python=None)))
+    if host.driver and spec.variant != "cpu":
+        # a driver no CUDA build runs on still runs the CPU build (no driver: no recursion)
+        tries.append((dc_replace(spec, variant="cpu"), dc_replace(host, driver=None)))
     out = []
     for s, h in tries:
         try:

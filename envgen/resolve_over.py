@@ -231,7 +231,17 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
         stack=f"{fw.name}-{st.variant}", framework=fw.name, framework_package=fw.package,
         version=chosen[0].version, packages=tuple(pins.items()), smoke=fw.smoke,
         reasons=tuple(reasons), builds_on=base.name, builds_on_package=base.package,
-        addons=tuple(added), licenses=_licenses(m, st, chosen, pins))
+        addons=tuple(added), licenses=_licenses(m, st, chosen, pins),
+        **_source_builds(m, chosen))
+
+
+def _source_builds(m, chosen) -> dict:
+    """The chosen frameworks pip builds from their sdists, and their builds' variables."""
+    built = [m.framework(c.framework) for c in chosen
+             if m.framework(c.framework).from_source is not None]
+    env = {k: v for f in built for k, v in f.from_source}
+    return {"from_source": tuple(f.package for f in built),
+            "build_env": tuple(sorted(env.items()))}
 
 
 def _licenses(m, st: Stack, chosen, pins: dict) -> str:

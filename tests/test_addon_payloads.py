@@ -1,6 +1,7 @@
-"""The add-on payloads for torch-based frameworks (Lightning, Transformers, Accelerate), built on
-envgen/smoke/_harness.py and torch_smoke.py. Their import rule is read from the source always;
-their native CPU runs need the framework, and are skipped where it is not importable:
+"""The add-on payloads for torch-based frameworks (Lightning, Transformers, Accelerate,
+DeepSpeed), built on envgen/smoke/_harness.py and torch_smoke.py. Their import rule is read
+from the source always; their native CPU runs need the framework, and are skipped where it
+is not importable (DeepSpeed's sdist builds only without isolation, after torch):
     pip install -c <(echo torch==2.13.0) lightning transformers accelerate
 """
 import importlib.metadata
@@ -16,7 +17,7 @@ from test_smoke_payload import SMOKE, import_smoke, imported
 
 # payload -> the modules it may import for its framework, the one it prefers first
 ADDONS = {"lightning": ("lightning", "pytorch_lightning"), "transformers": ("transformers",),
-          "accelerate": ("accelerate",)}
+          "accelerate": ("accelerate",), "deepspeed": ("deepspeed",)}
 QUICK = ["--quick", "--batch", "32"]
 
 

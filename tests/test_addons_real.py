@@ -1,6 +1,8 @@
-"""A stack built over PyTorch, for real: `envgen build accelerate-cu121 --certify` after
+"""Stacks built over PyTorch, for real: `envgen build accelerate-cu121 --certify` after
 the session's pytorch-cu121 build reuses every PyTorch layer (same pins, same stamp) and
-adds one layer of its own; Accelerate then trains in the container on the CPU."""
+adds one layer of its own; Accelerate then trains in the container on the CPU. DeepSpeed,
+which PyPI serves for Linux only as an sdist, adds a second: pip builds it there without
+build isolation over the stack's torch, and ZeRO-2 trains with it."""
 from __future__ import annotations
 
 import json
@@ -11,16 +13,19 @@ import pytest
 from services import docker, envgen
 
 pytestmark = pytest.mark.docker
-ADDON_TAG = "envgen-test/accelerate-cu121:ci"
+# add-on -> the install layers it adds over PyTorch's
+OWN_LAYERS = {"accelerate": 1, "deepspeed": 2}
 
 
-@pytest.fixture(scope="module")
-def addon(built, home):
-    r = envgen("build", "accelerate-cu121", "--certify", "--gpus", "none", "--tag", ADDON_TAG,
+@pytest.fixture(scope="module", params=sorted(OWN_LAYERS))
+def addon(built, home, request):
+    name = request.param
+    tag = f"envgen-test/{name}-cu121:ci"
+    r = envgen("build", f"{name}-cu121", "--certify", "--gpus", "none", "--tag", tag,
                "--json", env={"ENVGEN_HOME": home})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
-    yield out
+    yield {**out, "name": name, "tag": tag}
     docker("rmi", "-f", out["image_id"])
 
 
@@ -32,17 +37,17 @@ def test_it_shares_every_pytorch_layer_and_adds_one(built, addon):
     base, over = layers(built["image_id"]), layers(addon["image_id"])
     # PyTorch: the Debian base, the user step, 4 install layers, the payload, WORKDIR's
     # empty layer. Accelerate: the same first six, its own install layer, its payload, the
-    # empty one.
-    shared = len(base) - 2
+    # empty one; DeepSpeed: its dependencies' layer, then its own built from the sdist.
+    shared, own = len(base) - 2, OWN_LAYERS[addon["name"]]
     assert over[:shared] == base[:shared]
-    assert len(over) == len(base) + 1 and over[shared] not in base
+    assert len(over) == len(base) + own and not set(over[shared:shared + own]) & set(base)
 
 
-def test_it_certifies_at_level_cpu_with_accelerate_training(addon):
+def test_it_certifies_at_level_cpu_with_its_own_training(addon):
     cert = addon["certificate"]
     assert cert["level"] == "cpu" and cert["passed"], cert
     report = json.loads(Path(cert["path"]).read_text())["report"]
-    assert report["payload"] == "accelerate_smoke"
+    assert report["payload"] == f"{addon['name']}_smoke"
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["train"]["passed"] and checks["versions"]["passed"]
     assert checks["packages"]["passed"], checks["packages"]
@@ -50,8 +55,27 @@ def test_it_certifies_at_level_cpu_with_accelerate_training(addon):
 
 
 def test_its_label_names_the_stack_it_is_built_over(addon):
-    cfg = json.loads(docker("image", "inspect", ADDON_TAG).stdout)[0]["Config"]
+    cfg = json.loads(docker("image", "inspect", addon["tag"]).stdout)[0]["Config"]
     stack = json.loads(cfg["Labels"]["io.envgen.stack"])
     assert stack["framework"]["builds_on"] == {"name": "pytorch", "package": "torch"}
-    assert stack["framework"]["addons"] == ["accelerate"]
+    assert stack["framework"]["addons"] == [addon["name"]]
     assert cfg["User"] == "envgen"
+
+
+def test_deepspeed_is_built_over_the_stacks_torch_with_zero_2(addon):
+    """Built without isolation, DeepSpeed recorded the image's torch (an isolated build
+    records torch "0.0" and drags in PyPI's newest torch), compiled no op, and trained with
+    ZeRO stage 2 over a plain torch optimizer."""
+    if addon["name"] != "deepspeed":
+        pytest.skip("DeepSpeed only")
+    r = docker("run", "--rm", "--network", "none", addon["tag"], "python", "-c",
+               "import torch, deepspeed.git_version_info as i; "
+               "print(i.torch_info['version'], torch.__version__, any(i.installed_ops.values()))")
+    assert r.returncode == 0, r.stderr[-2000:]
+    built_for, runs, any_op = r.stdout.split()
+    assert built_for == ".".join(runs.split(".")[:2]) and any_op == "False", r.stdout
+    report = json.loads(Path(addon["certificate"]["path"]).read_text())["report"]
+    assert report["metrics"]["zero_stage"] == 2, report["metrics"]
+    stack = json.loads(json.loads(docker("image", "inspect", addon["tag"]).stdout)[0]
+                       ["Config"]["Labels"]["io.envgen.stack"])
+    assert stack["from_source"] == {"packages": ["deepspeed"], "env": {"DS_BUILD_OPS": "0"}}

@@ -384,7 +384,7 @@ def test_cli_ci_bake_prints_json_for_the_named_specs(capsys):
 
 
 def test_cli_ci_with_an_unknown_spec_is_exit_2_and_prints_nothing(capsys):
-    assert main(["ci", "github", "tensorflow-cu121"]) == 2
+    assert main(["ci", "github", "mxnet-cu121"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "unknown framework" in out.err
 

@@ -73,12 +73,14 @@ def test_matrix_list_json_is_a_row_per_stack(capsys):
     rc, d = run_json(capsys, "matrix", "list")
     rows = d["stacks"]
     assert rc == 0 and isinstance(rows, list) and len(rows) >= 7
-    frameworks = ("pytorch", "lightning", "transformers", "accelerate", "jax")
+    frameworks = ("pytorch", "lightning", "transformers", "accelerate", "jax",
+                  "tensorflow")
     for r in rows:
         assert r["stack"].split("-")[0] in frameworks
         assert "error" in r or {"version", "python", "cuda", "source"} <= set(r)
     assert {"pytorch-cu121", "pytorch-cu118", "pytorch-cpu", "lightning-cu128",
-            "transformers-cu128", "accelerate-cu121"} <= {r["stack"] for r in rows}
+            "transformers-cu128", "accelerate-cu121", "tensorflow-cu125",
+            "tensorflow-cpu"} <= {r["stack"] for r in rows}
 
 
 def test_matrix_show_gpus_json(capsys):

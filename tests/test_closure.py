@@ -173,6 +173,22 @@ def test_uv_output_becomes_exact_pins(tmp_path):
     assert pins == {"six": "1.16.0", "numpy": "2.1.0"} and version == "uv 9.9.9"
 
 
+def test_a_package_built_from_source_is_the_only_one_uv_may_take_as_an_sdist(tmp_path):
+    """DeepSpeed has no Linux wheel: uv reads its sdist's metadata (--no-binary deepspeed)
+    while every other package stays --only-binary; only such a stack's key gains the field."""
+    argv = tmp_path / "argv"
+    uv = fake_uv(tmp_path, "deepspeed==0.19.8")
+    Path(uv).write_text(Path(uv).read_text().replace(
+        "cat <<'EOF'", f"printf '%s\\n' \"$@\" > {argv}\ncat <<'EOF'", 1))
+    ds = cl.inputs_for(stack("deepspeed-cu121"))
+    assert ds["from_source"] == ["deepspeed"] and "from_source" not in cl.inputs_for(stack())
+    cl.compile_pins(ds, uv)
+    args = argv.read_text().split("\n")
+    i = args.index("--no-binary")
+    assert args[i + 1] == "deepspeed" and args.count("--no-binary") == 1
+    assert args[args.index("--only-binary") + 1] == ":all:"
+
+
 def test_no_solution_is_unsatisfiable_and_a_network_failure_is_the_environment(tmp_path):
     with pytest.raises(Unsatisfiable, match="No solution found"):
         cl.compile_pins(cl.inputs_for(stack()),

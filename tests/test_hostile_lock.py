@@ -61,6 +61,14 @@ HOSTILE = {
         name="six;id"),
     "a certificate for nothing": lambda e: e["certificate"].update(image_id=7),
     "a reason with a newline": lambda e: e["stack"]["reasons"].append("a\nb"),
+    # a source build's variables reach a RUN line
+    "a build variable with a shell": lambda e: e["stack"].update(from_source={
+        "packages": ["deepspeed"], "env": {"DS_BUILD_OPS": "0; id"}}),
+    "a build variable named as an option": lambda e: e["stack"].update(from_source={
+        "packages": ["deepspeed"], "env": {"--x": "0"}}),
+    "a source build of an option": lambda e: e["stack"].update(from_source={
+        "packages": ["--index-url=https://x"], "env": {}}),
+    "a source build that is not an object": lambda e: e["stack"].update(from_source="all"),
 }
 
 

@@ -8,7 +8,6 @@ The payload and the harness are copied side by side into a folder and run as scr
 /opt/envgen holds them in an image; nothing here imports envgen's other modules (the import
 reader comes from test_smoke_payload.py, which needs no more than this file).
 """
-import ast
 import importlib.metadata
 import importlib.util
 import json
@@ -20,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_smoke_payload import imported   # stdlib and pytest only, like this file
+from test_smoke_payload import imported, module_level_imports   # stdlib and pytest only
 
 SMOKE = Path(__file__).resolve().parents[1] / "envgen" / "smoke"
 PAYLOAD = SMOKE / "jax_smoke.py"
@@ -91,15 +90,7 @@ def test_imports_only_stdlib_harness_and_the_jax_stack():
 def test_jax_is_imported_only_when_the_payload_runs():
     """Module level imports the standard library and the harness only: the environment
     (XLA_PYTHON_CLIENT_PREALLOCATE, JAX_PLATFORMS) is set, after the arguments, before jax."""
-    top = set()
-    for node in ast.parse(PAYLOAD.read_text()).body:
-        # `if __package__: ... else: ...` picks the harness; functions are not looked into
-        for sub in (node.body + node.orelse) if isinstance(node, ast.If) else [node]:
-            if isinstance(sub, ast.Import):
-                top.update(a.name.split(".")[0] for a in sub.names)
-            elif isinstance(sub, ast.ImportFrom):
-                top.update([a.name for a in sub.names] if sub.module == "envgen.smoke"
-                           else [sub.module.split(".")[0]])
+    top = module_level_imports(PAYLOAD)
     assert top - set(sys.stdlib_module_names) == {"_harness"}, top
 
 
@@ -141,9 +132,9 @@ def test_environment_is_set_before_jax(opt_envgen):
 
 
 def test_version_codes(opt_envgen):
-    code = ("import json, jax_smoke as m; print(json.dumps([m._fmt_cuda(13000), "
-            "m._fmt_cuda(12080), m._fmt_code(91900, 90000), m._fmt_code(8902, 90000), "
-            "m._fmt_code(22703, 10000), m._fmt_code(2708, 10000), m._fmt_cuda(0)]))")
+    code = ("import json, _harness as m; print(json.dumps([m.fmt_cuda(13000), "
+            "m.fmt_cuda(12080), m.fmt_code(91900, 90000), m.fmt_code(8902, 90000), "
+            "m.fmt_code(22703, 10000), m.fmt_code(2708, 10000), m.fmt_cuda(0)]))")
     assert in_folder(opt_envgen, code) == ["13.0", "12.8", "9.19.0", "8.9.2", "2.27.3", "2.7.8",
                                            None]
 
@@ -155,7 +146,7 @@ def test_a_value_jax_does_not_expose_is_not_compared(opt_envgen):
             "for cudnn in ('9.19.0', '9.12.0'):\n"
             "    rep = h.new_report(m.PAYLOAD, 'cuda')\n"
             "    rep['versions'].update(jax='0.11.2', cuda='13.0', cudnn='9.19.0', nccl=None)\n"
-            "    m.check_expect(rep, {'framework': '0.11.2', 'cuda': '13.0', 'cudnn': cudnn,\n"
+            "    h.check_expect(rep, {'framework': '0.11.2', 'cuda': '13.0', 'cudnn': cudnn,\n"
             "                         'nccl': '2.27.3'}, {'nccl': 'no libnccl mapped'})\n"
             "    out.append(rep['checks'])\n"
             "print(json.dumps(out))")
@@ -283,7 +274,7 @@ def test_a_mapped_library_is_traced_to_its_distribution(opt_envgen):
     """How version_sources names where cuDNN, NCCL and cudart were loaded from: /proc/self/maps,
     then the distribution whose files hold that path (jaxlib's own extension here)."""
     stack()
-    code = ("import json, jax, jax_smoke as m\n"
+    code = ("import json, jax, _harness as m\n"
             "paths = [p for p in m.mapped_libraries('_jax') if '/jaxlib/' in p]\n"
             "print(json.dumps([paths[:1], m.distribution_of(paths[0], 'jaxlib'),\n"
             "                  m.distribution_of(paths[0]), m.mapped_libraries('libno-such')]))")

@@ -287,3 +287,55 @@ def test_a_licence_that_maps_to_nothing_is_left_out_with_a_warning(tmp_path):
                             "0.6.2: its METADATA says License 'Proprietary'")
                for w in r["warnings"])
 
+
+
+# ---- source distributions (DeepSpeed has no Linux wheel) ----------------------------------
+
+def _sdist(tmp_path, members: dict) -> bytes:
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_sdists_pkg_info_and_classifier_pythons_are_read(tmp_path):
+    from envgen.matrix.refresh.pypi import classifier_pythons, pkg_info
+    text = ("Metadata-Version: 2.4\nName: ds\nVersion: 1.0\n"
+            "Classifier: Programming Language :: Python :: 3\n"
+            "Classifier: Programming Language :: Python :: 3.10\n"
+            "Classifier: Programming Language :: Python :: 3.12\n"
+            "Classifier: Programming Language :: Python :: Implementation :: CPython\n"
+            "Requires-Dist: torch>=2.0.0\n")
+    data = _sdist(tmp_path, {"ds-1.0/PKG-INFO": text, "ds-1.0/ds.egg-info/PKG-INFO": "x"})
+    assert pkg_info(data, "ds-1.0.tar.gz") == text
+    assert classifier_pythons(text) == ["3.10", "3.12"]
+
+
+@pytest.mark.parametrize("members", [{}, {"a/PKG-INFO": "x", "b/PKG-INFO": "y"},
+                                     {"PKG-INFO": "at the top, not in a folder"}])
+def test_an_sdist_without_one_pkg_info_is_refused(tmp_path, members):
+    from envgen.matrix.refresh.pypi import Refused, pkg_info
+    with pytest.raises(Refused, match="PKG-INFO"):
+        pkg_info(_sdist(tmp_path, members), "ds-1.0.tar.gz")
+    with pytest.raises(Refused, match="not a readable sdist"):
+        pkg_info(b"not gzip", "ds-1.0.tar.gz")
+
+
+def test_an_sdist_that_does_not_match_the_index_sha256_is_refused(tmp_path, monkeypatch):
+    from envgen.matrix.refresh.pypi import Index, Refused
+    index = Index(cache=tmp_path / "cache")
+    data = _sdist(tmp_path, {"ds-1.0/PKG-INFO": "Name: ds\n"})
+    monkeypatch.setattr(index, "get", lambda url, **kw: data)
+    entry = {"filename": "ds-1.0.tar.gz", "url": "https://files.example/ds-1.0.tar.gz",
+             "hashes": {"sha256": "0" * 64}}
+    with pytest.raises(Refused, match="does not match the index's sha256"):
+        index.sdist_metadata(entry)
+    import hashlib
+    entry["hashes"]["sha256"] = hashlib.sha256(data).hexdigest()
+    assert index.sdist_metadata(entry) == "Name: ds\n"

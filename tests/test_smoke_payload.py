@@ -52,6 +52,20 @@ def payload_module():
     return import_smoke("torch_smoke")
 
 
+def module_level_imports(path):
+    """What a payload imports at module level (before its options are parsed): functions are
+    not looked into; `if __package__: ... else: ...` picks the harness."""
+    top = set()
+    for node in ast.parse(path.read_text()).body:
+        for sub in (node.body + node.orelse) if isinstance(node, ast.If) else [node]:
+            if isinstance(sub, ast.Import):
+                top.update(a.name.split(".")[0] for a in sub.names)
+            elif isinstance(sub, ast.ImportFrom):
+                top.update([a.name for a in sub.names] if sub.module == "envgen.smoke"
+                           else [sub.module.split(".")[0]])
+    return top
+
+
 def imported(path):
     """Top-level names a file imports; `from envgen.smoke import X` counts as X."""
     found = set()

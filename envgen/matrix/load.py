@@ -86,6 +86,11 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     return matrix
 
 
+def _from_source(raw) -> tuple[tuple[str, str], ...] | None:
+    """A framework's source build: its variables, sorted (None: it installs from wheels)."""
+    return None if raw is None else tuple(sorted((raw.get("env") or {}).items()))
+
+
 def _t(x) -> tuple:
     return tuple(x or ())
 
@@ -130,14 +135,15 @@ def _build(entries, sha, problems) -> Matrix:
                                       package=raw["package"],
                                       companions=_t(raw.get("companions")),
                                       smoke=raw.get("smoke", raw["package"]),
-                                      builds_on=raw.get("builds_on")))
+                                      builds_on=raw.get("builds_on"),
+                                      from_source=_from_source(raw.get("from_source"))))
     for raw, f, ln in entries["framework_releases"]:
         variants = tuple(
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
                     nccl=v.get("nccl"), compute_capabilities=_t(v.get("compute_capabilities")),
                     ptx=v.get("ptx"), sources=_t(v["sources"]),
                     packages=tuple(sorted((v.get("packages") or {}).items())),
-                    license=v.get("license", ""),
+                    license=v.get("license", ""), package=v.get("package", ""),
                     inferred_why=(v.get("why") or "no source states it")
                     if v.get("confidence") == "inferred" else "")
             for v in raw.get("variants") or ())

@@ -24,6 +24,9 @@ IMAGE = {"type": "string",
 DIGEST = {"type": ["string", "null"], "pattern": r"^sha256:[a-f0-9]{64}$"}
 MONTH = {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}$"}
 SPECIFIER = {"type": "string", "pattern": r"^[<>=!~0-9., ]+$", "maxLength": 60}
+# a variable a source build reads (DS_BUILD_OPS=0): it reaches a RUN line, so plain words
+BUILD_ENV_NAME = {"type": "string", "pattern": r"^[A-Z][A-Z0-9_]{0,39}$"}
+BUILD_ENV_VALUE = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{0,40}$"}
 PIN_SPEC = {"type": "string", "maxLength": 60,
             "pattern": r"^(==|>=|<=|~=|!=|<|>)[0-9][0-9A-Za-z.*]*(,(==|>=|<=|~=|!=|<|>)"
                        r"[0-9][0-9A-Za-z.*]*)*$"}
@@ -62,6 +65,9 @@ VARIANT = {
     "required": ["name", "cuda", "sources"],
     "properties": {
         "name": VARIANT_NAME,
+        # the distribution that installs the framework in this variant, where it is not
+        # the framework's own package (TensorFlow's CPU build: tensorflow-cpu)
+        "package": NAME,
         "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
         "cudnn": {"anyOf": [VERSION, {"type": "null"}]},
         "nccl": {"anyOf": [VERSION, {"type": "null"}]},
@@ -98,7 +104,14 @@ SECTIONS = {
         {"name": NAME, "package": NAME},
         {"companions": _list(NAME), "smoke": NAME,
          # a framework installed over another one's stack (Lightning over PyTorch)
-         "builds_on": NAME})),
+         "builds_on": NAME,
+         # its package has no Linux wheel: pip builds the sdist, without isolation
+         "from_source": {"type": "object", "additionalProperties": False,
+                         "required": ["source"],
+                         "properties": {"source": SOURCE, "env": {
+                             "type": "object",
+                             "propertyNames": BUILD_ENV_NAME,
+                             "additionalProperties": BUILD_ENV_VALUE}}}})),
     "framework_releases": _list(_entry(
         {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1}},
         {"variants": {**_list(VARIANT), "minItems": 1},

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 
 from .. import __version__, provenance
-from ..model import APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
+from ..model import (APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack,
+                     canonical_name)
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from ..smoke import payload_files
 from .env import environment
@@ -36,6 +37,8 @@ def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
     """Cache-friendly order: tools, CUDA libraries, the framework (with what it needs),
     the companions, then what a stack built over another adds; a layer changes only when
     its own pins do, so such a stack shares every lower layer with its base stack."""
+    if canonical_name(pin.name) in {canonical_name(n) for n in stack.from_source}:
+        return 5   # built by pip from its sdist, over everything it imports while building
     if stack.builds_on and pin.requirement not in base_pins:
         return 4
     if pin.name in ("pip", "setuptools", "wheel"):
@@ -49,8 +52,10 @@ def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
 
 
 LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions",
-                "frameworks over the base", "project packages")
-LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over", "6-project")
+                "frameworks over the base", "built from source", "project packages")
+LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over", "6-source",
+              "7-project")
+PROJECT_DIR = LAYER_DIRS[-1]
 
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
@@ -65,15 +70,22 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     for pin in full.pins:
         if pin.name.lower() in provided:
             continue
-        groups[_layer_of(pin, stack, base_pins) if pin.requirement in own else 5].append(pin)
+        groups[_layer_of(pin, stack, base_pins) if pin.requirement in own
+               else len(LAYER_DIRS) - 1].append(pin)
     layers = []
     for i, pins in enumerate(groups):
         if not pins:
             continue
         unhashed = [p for p in pins if not p.sha256]
         bootstrap = i == 0 and stack.base.kind != "framework"
+        source = LAYER_DIRS[i] == "6-source"
         layers.append({"title": LAYER_TITLES[i], "dir": LAYER_DIRS[i], "pins": pins,
                        "pip": BOOTSTRAP_PIP if bootstrap else PIP,
+                       # a source build sees the layers below (torch) and reads these
+                       "build_env": list(stack.build_env) if source else [],
+                       "binary": (["--no-build-isolation", *(f"--no-binary={p.name}"
+                                                             for p in pins)]
+                                  if source else []),
                        "count": len(pins), "hashed": not unhashed,
                        "unhashed": [(p.requirement, p.note) for p in unhashed]})
     return layers
@@ -178,7 +190,7 @@ def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
     clock. A local Debian base's packages come from its snapshot, or from the mirror
     `envgen build` passes as ENVGEN_DEBIAN_MIRROR (one serving that snapshot)."""
     layer = stack.project
-    steps = [_step("pip", x) for x in layers if x["dir"] != "6-project"]
+    steps = [_step("pip", x) for x in layers if x["dir"] != PROJECT_DIR]
     if layer is None:
         return steps
     base = stack.base
@@ -195,16 +207,21 @@ def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
                                         f"{base.snapshot}" if mirror_arg else "",
                       "suite": base.suite or "", "list": APT_LIST, "log": APT_LOG,
                       "components": "main universe" if source else "main", "opts": opts}))
-    steps += [_step("pip", x) for x in layers if x["dir"] == "6-project"]
+    steps += [_step("pip", x) for x in layers if x["dir"] == PROJECT_DIR]
     if layer.files:
         steps.append(_step("files", {"app_dir": APP_DIR}))
     return steps
 
 
 def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = None,
-                      title: str = "") -> dict:
+                      title: str = "", layer: dict | None = None) -> dict:
     chosen = closure.pins if pins is None else pins
     return {"stack": stack, "closure": closure, "title": title,
+            "binary": (layer or {}).get("binary", []),
+            "build_env": (layer or {}).get("build_env", []),
+            # the whole closure in one pip run cannot build these: they need torch installed
+            "built_later": list(stack.from_source) if layer is None else [],
+            "source_dir": LAYER_DIRS[5],
             "index_url": stack.index_url,
             "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
                       "note": p.note} for p in chosen],
@@ -268,7 +285,7 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
     }
     for layer in install_layers(stack, closure):
         texts[f"install/{layer['dir']}/requirements.txt"] = req.render(
-            **requirements_view(stack, closure, layer["pins"], layer["title"]))
+            **requirements_view(stack, closure, layer["pins"], layer["title"], layer))
     if stack.base.kind == "local":
         texts["base/build-base.sh"] = render_base_script(stack.base)
     return texts

@@ -272,19 +272,6 @@ def output_dtype(model, params, x):
 
 
 # ---------------------------------------------------------------------------------- versions
-def _fmt_code(v, big):
-    """cuDNN >= 9 and NCCL >= 2.9 encode MMmmpp (90100 = 9.1.0); older ones Mmpp (8902 = 8.9.2)."""
-    if not isinstance(v, int) or v <= 0:
-        return None
-    major, rest = (v // 10000, v % 10000) if v >= big else (v // 1000, v % 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-
-
-def _fmt_cuda(v):
-    """CUDA's 1000 * major + 10 * minor: 13000 = 13.0, 12080 = 12.8."""
-    return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v > 0 else None
-
-
 def cuda_versions_module():
     """The CUDA plugin's `_versions` module (its functions call the libraries this process has
     loaded: cudaRuntimeGetVersion, cudnnGetVersion, ...), or None with a CPU-only jaxlib."""
@@ -309,61 +296,18 @@ def cuda_plugin_name():
     return None
 
 
-def mapped_libraries(prefix):
-    """Paths of the shared libraries named `prefix`* mapped into this process."""
-    found = []
-    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
-        for line in maps:
-            path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-            if os.path.basename(path).startswith(prefix) and path not in found:
-                found.append(path)
-    return found
-
-
-@functools.lru_cache(maxsize=None)
-def _library_index(prefix):
-    """Shared library name -> [(distribution, real path)] over the installed distributions
-    named `prefix`* (NVIDIA's wheels; reading every file list takes seconds in a big image)."""
-    index = {}
-    with contextlib.suppress(Exception):
-        for dist in importlib.metadata.distributions():
-            name = dist.metadata["Name"] or ""
-            if name.lower().startswith(prefix):
-                for f in (f for f in dist.files or () if ".so" in f.name):
-                    with contextlib.suppress(Exception):
-                        where = os.path.realpath(dist.locate_file(f))
-                        index.setdefault(f.name, []).append((f"{name} {dist.version}", where))
-    return index
-
-
-def distribution_of(path, prefix="nvidia"):
-    """'name version' of the installed distribution (named `prefix`*) that holds `path`."""
-    real = os.path.realpath(path)
-    found = [label for label, where in _library_index(prefix).get(os.path.basename(path), ())
-             if where == real]
-    return found[0] if found else None
-
-
-def _where(prefix):
-    paths = mapped_libraries(prefix)
-    if not paths:
-        return ""
-    dist = distribution_of(paths[0])
-    return f"; {os.path.basename(paths[0])} mapped from {os.path.dirname(paths[0])}" + (
-        f" ({dist})" if dist else "")
-
-
 def nccl_loaded():
     """(version, where) of the libnccl mapped into this process, through its ncclGetVersion();
     (None, why) where none is. JAX has no NCCL API; its CUDA plugin loads libnccl at start."""
-    paths = mapped_libraries("libnccl.so")
+    paths = h.mapped_libraries("libnccl.so")
     if not paths:
         return None, "JAX exposes no NCCL version and no libnccl is mapped in this process"
     code = ctypes.c_int(0)
     lib = ctypes.CDLL(paths[0])
     if lib.ncclGetVersion(ctypes.byref(code)) != 0:
         return None, f"ncclGetVersion() of {paths[0]} failed"
-    return _fmt_code(code.value, 10000), f"ncclGetVersion() = {code.value}{_where('libnccl.so')}"
+    where = h.mapped_where("libnccl.so")
+    return h.fmt_code(code.value, 10000), f"ncclGetVersion() = {code.value}{where}"
 
 
 def read_versions(rep, gpu_backend):
@@ -382,11 +326,11 @@ def read_versions(rep, gpu_backend):
     platform_version = safe(lambda: get_backend("gpu").platform_version) if gpu_backend else None
     match = re.search(r"cuda\D*(\d{4,6})", platform_version or "", re.IGNORECASE)
     if code:
-        v["cuda"] = _fmt_cuda(code)
+        v["cuda"] = h.fmt_cuda(code)
         sources["cuda"] = (f"{mod.__name__}.cuda_runtime_get_version() = {code} (the libcudart "
-                           f"loaded; built against {built}){_where('libcudart.so')}")
+                           f"loaded; built against {built}){h.mapped_where('libcudart.so')}")
     elif match:
-        v["cuda"] = _fmt_cuda(int(match.group(1)))
+        v["cuda"] = h.fmt_cuda(int(match.group(1)))
         sources["cuda"] = ("jax.extend.backend.get_backend('gpu').platform_version "
                            f"{match.group(0)!r}")
     else:
@@ -404,10 +348,10 @@ def read_versions(rep, gpu_backend):
     else:
         try:
             code = get()
-            v["cudnn"] = _fmt_code(code, 90000)
+            v["cudnn"] = h.fmt_code(code, 90000)
             built = safe(getattr(mod, "cudnn_build_version", lambda: None))
             sources["cudnn"] = (f"{mod.__name__}.cudnn_get_version() = {code} (the libcudnn "
-                                f"loaded; built against {built}){_where('libcudnn.so')}")
+                                f"loaded; built against {built}){h.mapped_where('libcudnn.so')}")
         except Exception as exc:
             sources["cudnn"] = f"{mod.__name__}.cudnn_get_version() raised {exc}"
     # nccl: JAX has no API for it; the library mapped in this process, where there is one
@@ -419,24 +363,6 @@ def read_versions(rep, gpu_backend):
             unexposed["nccl"] = sources["nccl"]
     rep["version_sources"] = sources
     return unexposed
-
-
-def check_expect(rep, expect, unexposed):
-    """The harness's versions (and packages) checks; a value JAX does not expose is null, and
-    the versions check says it was not compared instead of failing."""
-    expect, notes = dict(expect or {}), []
-    for key in ("cuda", "cudnn", "nccl"):
-        if expect.get(key) is not None and key in unexposed:
-            notes.append(f"{key} expected {expect[key]} not compared: {unexposed[key]}")
-            expect[key] = None
-    h.check_expect(rep, expect)
-    found = [c for c in rep["checks"] if c["name"] == "versions"]
-    if notes and found:
-        check = found[-1]
-        check["detail"] = "; ".join(
-            ([] if check["detail"] == "no --expect given" else [check["detail"]]) + notes)
-        check["not_compared"] = [n.split(" ", 1)[0] for n in notes]
-        h.log(rep["payload"], f"versions: {'; '.join(notes)}")
 
 
 # ---------------------------------------------------------------------------------- GPU checks
@@ -764,7 +690,7 @@ def run_into(rep, opts, deadline):
     if rep["level"] != "cuda":
         rep["device"].update(name=platform.processor() or platform.machine(), count=0)
     unexposed = guarded(rep, "versions", read_versions, rep["level"] == "cuda")
-    check_expect(rep, opts.expect, unexposed or {})
+    h.check_expect(rep, opts.expect, unexposed or {})
     if device is None:
         return h.check(rep, "train", False, f"JAX has no device to train on: {why}")
     cpu = safe(lambda: jax.devices("cpu")[0])
@@ -809,20 +735,10 @@ def run(options):
     return h.run(PAYLOAD, options)
 
 
-def _native_stdout_to_stderr():
-    """XLA, NCCL and CUDA libraries may write to file descriptor 1, where only the report may
-    go: fd 1 becomes stderr, sys.stdout (the report's) a copy of the original."""
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-        saved = os.dup(1)
-        os.dup2(2, 1)
-        sys.stdout = os.fdopen(saved, "w", buffering=1, encoding="utf-8")
-
-
 def main(argv=None):
     script = __name__ == "__main__"
     if script:
-        _native_stdout_to_stderr()
+        h.native_stdout_to_stderr()
     return h.main(PAYLOAD, argv, script=script)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import addons, jax, pytorch
+from . import addons, jax, pytorch, tensorflow
 from .change import compare_releases, read_old, validate_with_rest, write_atomic
 from .pypi import PYPI, Index, Refused, Run
 
 READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS},
-           "jax": jax}
+           "jax": jax, "tensorflow": tensorflow}
 
 __all__ = ["READERS", "Refused", "refresh", "PYPI"]
 

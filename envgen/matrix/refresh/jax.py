@@ -41,13 +41,22 @@ WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas 
             "prebuilt kernels")
 
 
-def _cuda_rows(doc: dict) -> dict[str, list[str]]:
+def cuda_rows(doc: dict) -> dict[str, list[str]]:
     """cudart version -> the CUDA releases of the matrix's cuda.yaml `doc` that ship it."""
     out: dict[str, list[str]] = {}
     for row in doc.get("cuda") or []:
         if row.get("runtime"):
             out.setdefault(str(row["runtime"]), []).append(str(row["version"]))
     return out
+
+
+def matrix_cuda(run: Run, reader: str) -> tuple[dict, dict[str, list[str]]]:
+    """The matrix folder's cuda.yaml and its cuda_rows(), for a reader that names CUDA
+    releases by the cudart its wheels pin."""
+    if run.folder is None:
+        raise Refused(f"the {reader} reader needs the matrix folder (its CUDA rows)")
+    doc = yaml.safe_load((run.folder / "cuda.yaml").read_text(encoding="utf-8")) or {}
+    return doc, cuda_rows(doc)
 
 
 def _pick(run: Run, req: Requirement, known: dict[str, list[str]] | None = None) -> str:
@@ -128,10 +137,7 @@ def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple |
 
 
 def derive(run: Run) -> dict:
-    if run.folder is None:
-        raise Refused("the jax reader needs the matrix folder (its CUDA rows)")
-    cuda_doc = yaml.safe_load((run.folder / "cuda.yaml").read_text(encoding="utf-8")) or {}
-    cudarts = _cuda_rows(cuda_doc)
+    cuda_doc, cudarts = matrix_cuda(run, "jax")
     jax_rels = releases(run.index.project("jax"), FIRST)
     jaxlib = releases(run.index.project("jaxlib"), FIRST)
     plugins = {line: releases(run.index.project(f"jax-cuda{line}-plugin"), FIRST)

@@ -31,6 +31,8 @@ SHORT = {
     "Apache 2.0": "Apache-2.0",                     # nvidia-nvtx (its classifier: Other/
                                                     # Proprietary; the License field wins)
     "Apache": "Apache-2.0",                         # accelerate
+    "Apache Software License 2.0": "Apache-2.0",    # deepspeed (its LICENSE: Apache 2.0)
+    "Apache License 2.0": "Apache-2.0",             # keras 3.10 to 3.12
     "NVIDIA Proprietary Software": "LicenseRef-NVIDIA-Proprietary",   # older nvidia-* wheels
 }
 # Trove classifiers that name one licence. "BSD License" is not here: it does not say

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import tarfile
 import threading
 import time
 import urllib.error
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename,
+                             parse_wheel_filename)
+from packaging.version import InvalidVersion, Version
 
 from ... import __version__, state
 from ...errors import CheckFailed, EnvironmentMissing, InputError
@@ -36,6 +38,7 @@ JSON_PAGE = "application/vnd.pypi.simple.v1+json"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_PAGE = 64 << 20      # torch's JSON page is ~5 MB
 MAX_METADATA = 4 << 20
+MAX_SDIST = 64 << 20     # DeepSpeed's is 2 MB
 
 CPU_ENV = {
     "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux",
@@ -182,6 +185,37 @@ class Index:
         return text, "range"
 
 
+    def sdist_metadata(self, f: dict) -> str:
+        """PKG-INFO of the sdist file entry `f`: the whole archive is read (a tar.gz has no
+        index to range-read), checked against the index's sha256, and only PKG-INFO kept."""
+        path = self._cache_path("sdist-pkg-info:" + f["url"])
+        if path.is_file():
+            return path.read_text("utf-8")
+        want = (f.get("hashes") or {}).get("sha256")
+        if not isinstance(want, str) or len(want) != 64:
+            raise Refused(f"{f['filename']}: the index gives no sha256 for it")
+        data = self.get(f["url"], limit=MAX_SDIST)
+        if data is None or hashlib.sha256(data).hexdigest() != want:
+            raise Refused(f"{f['filename']}: the file does not match the index's sha256")
+        text = pkg_info(data, f["filename"])
+        self._store(path, text.encode("utf-8"))
+        return text
+
+
+def pkg_info(data: bytes, filename: str) -> str:
+    """The top-level PKG-INFO of an sdist (.tar.gz) held in `data`."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+            members = [m for m in t.getmembers()
+                       if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")]
+            if len(members) != 1 or members[0].size > MAX_METADATA:
+                raise Refused(f"{filename}: expected one top-level PKG-INFO under 4 MiB, found "
+                              f"{len(members)}")
+            return t.extractfile(members[0]).read().decode("utf-8", "replace")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise Refused(f"{filename}: not a readable sdist ({e})") from None
+
+
 class _RangeFile(io.RawIOBase):
     """A read-only, seekable view of a remote file through HTTP range requests."""
 
@@ -250,6 +284,34 @@ def releases(page: dict, first: Version | None = None) -> dict[Version, list[dic
             "linux_x86_64": any(is_linux_x86_64(t) for t in tags),
             "pure": any(t.platform == "any" and t.interpreter.startswith("py3") for t in tags)})
     return out
+
+
+def sdist_releases(page: dict) -> dict[Version, dict]:
+    """Final releases -> their non-yanked .tar.gz source distribution."""
+    out: dict[Version, dict] = {}
+    for f in page["files"]:
+        if not f["filename"].endswith(".tar.gz") or f.get("yanked"):
+            continue
+        try:
+            _, ver = parse_sdist_filename(f["filename"])
+        except (InvalidSdistFilename, InvalidVersion):
+            continue
+        if not (ver.is_prerelease or ver.is_devrelease or ver.is_postrelease or ver.local):
+            out[ver] = f
+    return out
+
+
+def classifier_pythons(metadata: str) -> list[str]:
+    """The CPython lines a package's `Programming Language :: Python :: 3.N` classifiers
+    name: what a package without Requires-Python states it supports."""
+    msg = email.parser.Parser().parsestr(metadata, headersonly=True)
+    out = set()
+    for c in msg.get_all("Classifier") or []:
+        parts = [x.strip() for x in c.split("::")]
+        if len(parts) == 3 and parts[:2] == ["Programming Language", "Python"] and \
+                parts[2].count(".") == 1 and parts[2].replace(".", "").isdigit():
+            out.add(parts[2])
+    return sorted(out, key=Version)
 
 
 def best_wheels(files: list[dict]) -> dict[str, dict]:
