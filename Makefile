@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 ENVGEN := .venv/bin/envgen
 
-.PHONY: bootstrap demo test test-unit test-docker bench bench-all golden closures clean
+.PHONY: bootstrap demo test test-unit test-docker bench bench-cli bench-all golden closures clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -19,10 +19,16 @@ test-unit: bootstrap
 test-docker: bootstrap
 	$(PY) -m pytest -q -m docker
 
+# bench.py goes last: it compares every figure (the other two's too) with the last run.
+# BENCH_FLAGS=--fail-on-regression makes a figure that got worse fail it.
 bench: bootstrap
-	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md
 	$(PY) bench/reproducible.py --out bench/reproducible.json --markdown docs/benchmarks.md
 	$(PY) bench/layer_sharing.py --out bench/layer-sharing.json
+	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md $(BENCH_FLAGS)
+
+# The CLI's latency and render --all only: no Docker, a minute.
+bench-cli: bootstrap
+	$(PY) bench/bench.py --only cli --out bench/results.json --markdown docs/benchmarks.md $(BENCH_FLAGS)
 
 bench-all: bootstrap
 	$(PY) bench/build_all.py

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from sections import replace_section  # noqa: E402  (bench/ is not a package)
+
 ENVGEN = [sys.executable, "-m", "envgen"]
 CA = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -124,6 +128,7 @@ def main() -> int:
         "layers_identical": same, "layers": b1["layers"], "layers_second": b2["layers"],
         "cold_envgen_s": round(t_envgen, 1), "cold_naive_s": round(t_naive, 1),
         "cold_ratio_envgen_over_naive": round(t_envgen / t_naive, 3),
+        "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
         "rebuild_unchanged_s": round(rebuild, 2),
     }
     res["pass"] = {"hashed": ok_hashed == total, "identical": same,
@@ -131,7 +136,6 @@ def main() -> int:
                    "rebuild": rebuild < 2.0}
     Path(ROOT / args.out).write_text(json.dumps(res, indent=2) + "\n")
     md = [
-        "", "## Reproducible and portable (`bench/reproducible.py`)", "",
         f"Measured on {res['date']} ({res['cpus']} CPUs, shared machine), `{args.spec}`, "
         f"all in one run. Raw numbers: `bench/reproducible.json`.", "",
         "| figure | measured | goal | met |", "|---|---|---|---|",
@@ -149,8 +153,8 @@ def main() -> int:
     ]
     md_path = ROOT / args.markdown
     text = md_path.read_text() if md_path.exists() else "# Benchmarks\n"
-    head = text.split("\n## Reproducible and portable")[0].rstrip("\n")
-    md_path.write_text(head + "\n" + "\n".join(md))
+    md_path.write_text(replace_section(   # the other scripts' sections stay as they are
+        text, "## Reproducible and portable (`bench/reproducible.py`)", md))
     print("\n".join(md))
     return 0 if all(res["pass"].values()) else 1
 

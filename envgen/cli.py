@@ -123,6 +123,10 @@ def cmd_resolve(args) -> int:
 
 
 def cmd_render(args) -> int:
+    if args.all:
+        return _later("render_all")(args)
+    if args.no_resolve:
+        raise InputError("render: --no-resolve goes with --all")
     from .closure import closure_for
     from .commands._common import progress_for
     from .context import write_context
@@ -301,10 +305,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="resolve again with uv even when a closure is stored")
     cl.set_defaults(func=cmd_closure)
 
-    rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context")
+    rd = sub.add_parser("render", parents=[json_flag, host], help="write a build context",
+                        description="Write the build context of one stack into DIR, or with "
+                        "--all of every stack the matrix offers, each into DIR/STACK (one "
+                        "process; a stack that fails is named and the others are written).")
     rd.add_argument("spec", nargs="?", help=SPEC_HELP)
     rd.add_argument("-o", "--output", required=True, metavar="DIR", type=_path,
                     help="the folder to write the build context into")
+    rd.add_argument("--all", action="store_true",
+                    help="every stack of the matrix, each into DIR/STACK (as `envgen render "
+                         "STACK -o DIR/STACK` writes it)")
+    rd.add_argument("--no-resolve", action="store_true",
+                    help="with --all: use stored closures only; a stack without one is "
+                         "reported (exit 2) instead of resolved now")
     rd.set_defaults(func=cmd_render)
 
     b = sub.add_parser("build", parents=[json_flag, host], help="render and build an image")

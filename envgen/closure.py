@@ -17,29 +17,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packaging.tags import compatible_tags, cpython_tags
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
-from packaging.version import InvalidVersion, Version
+# Only resolving a closure needs the resolver, the index client and the wheel-tag rules
+# (subprocess, urllib, packaging.tags): they are imported where used, so rendering a stored
+# closure starts without them.
 
 from . import state
 from .errors import EnvironmentMissing, InputError, Unsatisfiable
 from .files import write_json
-from .model import CLOSURE_VERSION, Closure, Pin, Stack, requirement
+from .model import CLOSURE_VERSION, Closure, Pin, Stack, canonical_name, requirement
 
 SIMPLE_URL = "https://pypi.org/simple"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -64,9 +52,9 @@ def constraints_for(stack: Stack) -> list[str]:
         return []
     major, minor = stack.cuda.split(".")[:2]
     name = f"nvidia-nvjitlink-cu{major}"
-    pinned = {canonicalize_name(n) for n, _ in stack.packages}
+    pinned = {canonical_name(n) for n, _ in stack.packages}
     cuda_wheels = any(n.startswith("nvidia-") and n.endswith(f"-cu{major}") for n in pinned)
-    if not cuda_wheels or canonicalize_name(name) in pinned:
+    if not cuda_wheels or canonical_name(name) in pinned:
         return []
     return [f"{name}=={major}.{minor}.*"]
 
@@ -93,9 +81,12 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
         constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
     if stack.from_source:   # only then: every other stack's key stays what it was
         extra["from_source"] = sorted(stack.from_source)
-    return {"requirements": reqs + tools, "constraints": constraints,
-            "python": stack.python, "platform": stack.base.platform,
-            "index_url": stack.index_url, **extra}
+    inputs = {"requirements": reqs + tools, "constraints": constraints,
+              "python": stack.python, "platform": stack.base.platform,
+              "index_url": stack.index_url, **extra}
+    # As a stored closure reads back (its file is written with sorted keys): a closure
+    # resolved now renders the same closure.json as the same closure read from the cache.
+    return json.loads(json.dumps(inputs, sort_keys=True))
 
 
 def base_closure(stack: Stack, resolve: bool = True) -> Closure:
@@ -143,7 +134,7 @@ def parse_closure(data, name: str) -> Closure:
     pins, seen = [], set()
     for i, p in enumerate(pkgs):
         pins.append(parse_pin(p, f"packages[{i}]", bad))
-        canon = canonicalize_name(pins[-1].name)
+        canon = canonical_name(pins[-1].name)
         if canon in seen:
             raise bad(f"packages[{i}]: {pins[-1].name} is listed twice")
         seen.add(canon)
@@ -195,6 +186,23 @@ def load_closure(path: Path) -> Closure:
     return parse_closure(data, str(path))
 
 
+_STORED: dict[tuple, Closure] = {}
+
+
+def _stored(path: Path) -> Closure:
+    """A stored closure, read and checked once per process while its file is unchanged: a
+    stack whose own file does not match reads every bundled file, and `render --all` asks
+    for many stacks."""
+    try:
+        st = path.stat()
+    except OSError:
+        return load_closure(path)   # load_closure says what is wrong with it
+    key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in _STORED:
+        _STORED[key] = load_closure(path)
+    return _STORED[key]
+
+
 def find(stack: Stack) -> tuple[Closure, str] | None:
     """The stored closure for this stack's inputs: bundled first, then the user's cache."""
     try:
@@ -209,12 +217,12 @@ def find(stack: Stack) -> tuple[Closure, str] | None:
         paths = [own] if own.is_file() else []
         paths += [p for p in sorted(bundled.glob("*.json")) if p != own]
         for path in paths:
-            c = load_closure(path)
+            c = _stored(path)
             if c.key == key:
                 return c, f"bundled closure {path.name}"
     cached = cache_dir() / f"{key}.json"
     if cached.is_file():
-        return load_closure(cached), f"cached closure {cached}"
+        return _stored(cached), f"cached closure {cached}"
     return None
 
 
@@ -270,6 +278,8 @@ def _uv_platform(platform: str) -> str:
 
 def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tuple[dict, str]:
     """name → version for the whole closure, from uv's resolver; and uv's version."""
+    import subprocess
+    import tempfile
     uv = uv or uv_binary()
     index = inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
     with tempfile.TemporaryDirectory(prefix="envgen-closure-") as tmp:
@@ -316,6 +326,8 @@ def fetch_json(url: str) -> dict:
     page (PEP 503, with `#sha256=` fragments, as PyTorch's per-variant indexes and most
     mirrors serve it) when the index has no JSON form. LookupError for 404, OSError
     otherwise."""
+    import urllib.error
+    import urllib.request
     req = urllib.request.Request(url, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
         "User-Agent": "envgen"})
@@ -340,6 +352,7 @@ _ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)
 
 def simple_html(text: str) -> dict:
     """A PEP 503 page as the PEP 691 shape: {"files": [{"filename", "hashes"}]}."""
+    import urllib.parse
     files = []
     for href in _ANCHOR.findall(text):
         url, _, fragment = href.partition("#")
@@ -353,6 +366,7 @@ def simple_html(text: str) -> dict:
 
 def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple[str, ...]:
     """Wheel tags CPython `python` accepts on glibc x86_64 Linux, most preferred first."""
+    from packaging.tags import compatible_tags, cpython_tags
     major, minor = (int(x) for x in python.split("."))
     m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", platform)
     glibc = int(m.group(1)) if m else 17
@@ -366,7 +380,10 @@ def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple
 def pick_file(files: list, name: str, version: str, tags: tuple[str, ...]):
     """(file entry, is_sdist) pip would choose for name==version: the best-ranked
     compatible wheel, else the sdist; (None, False) when there is neither."""
-    want, rank = canonicalize_name(name), {t: i for i, t in enumerate(tags)}
+    from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename,
+                                 parse_sdist_filename, parse_wheel_filename)
+    from packaging.version import InvalidVersion, Version
+    want, rank = canonical_name(name), {t: i for i, t in enumerate(tags)}
     try:
         ver = Version(version)
     except InvalidVersion:
@@ -394,7 +411,7 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
     """The exact file of name==version for this interpreter and its sha256, or a Pin with a
     note saying why the index gave none."""
     try:
-        data = fetch(f"{index}/{canonicalize_name(name)}/")
+        data = fetch(f"{index}/{canonical_name(name)}/")
     except LookupError:
         return Pin(name, version, note=f"{name} is not on {index}")
     except OSError as e:
@@ -428,7 +445,8 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
              ).rstrip("/")
-    items = sorted(pins.items(), key=lambda kv: canonicalize_name(kv[0]))
+    from concurrent.futures import ThreadPoolExecutor
+    items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         hashed = list(pool.map(lambda kv: hash_pin(kv[0], kv[1], inputs["python"],
                                                    inputs["platform"], index, fetch), items))

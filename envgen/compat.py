@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from .errors import InputError, shown
 from .matrix import Matrix
 from .model import V, CudaRelease, Gpu, Variant
+from .record import dataclass
 
 NATIVE, MINOR, FORWARD = "native", "minor-version compatibility", "forward compatibility"
 DRIVER_RE = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")

@@ -1,11 +1,13 @@
 """Domain objects: frozen, side-effect free. Only the matrix loader builds them from raw data."""
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+import re
 from functools import lru_cache
 
 from packaging.version import Version
+
+from . import record
+from .record import dataclass, field
 
 
 @lru_cache(maxsize=4096)
@@ -50,6 +52,15 @@ def join_licenses(expressions) -> str:
     """One SPDX expression for everything an image holds: every AND term of each, once,
     sorted (a term with OR in parentheses); "" for none."""
     return " AND ".join(sorted({t for e in expressions if e for t in _license_terms(e)}))
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's PEP 503 name, as packaging.utils.canonicalize_name gives it; that
+    module imports packaging.tags (logging, platform, subprocess) at every command's start."""
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def major_minor(version: str) -> str:
@@ -348,8 +359,7 @@ class Stack:
         if self.project is None:
             return self
         own = {n for n, _ in self.project.pip}
-        from packaging.utils import canonicalize_name
-        packages = tuple((n, v) for n, v in self.packages if canonicalize_name(n) not in own)
+        packages = tuple((n, v) for n, v in self.packages if canonical_name(n) not in own)
         mine = f"project {self.project.name}:"
         reasons = tuple(r for r in self.reasons if not r.startswith(mine))
         return self.replace(project=None, packages=packages, reasons=reasons)
@@ -446,7 +456,7 @@ class Stack:
                    else None)
 
     def replace(self, **changes) -> "Stack":
-        return dataclasses.replace(self, **changes)
+        return record.replace(self, **changes)
 
 
 def requirement(name: str, version: str) -> str:

@@ -4,20 +4,19 @@ after envgen's payload), and every command that takes a SPEC reads it when no SP
 given. Like a lock, it arrives in pull requests: every value is checked, with file:line."""
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import re
 import shlex
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import record
 from .errors import InputError, MatrixError, shown
-from .model import APP_DIR, ProjectLayer, Stack
+from .model import APP_DIR, ProjectLayer, Stack, canonical_name
+from .record import dataclass
 
 FILE = "envgen.yaml"
 KEYS = ("stack", "name", "pip", "apt", "copy", "smoke")
@@ -124,7 +123,7 @@ def load(path: Path) -> Project:
             Version(m.group(2))
         except InvalidVersion:
             bad(f"pip entry {shown(item)}: {m.group(2)!r} is not a version", at)
-        key = canonicalize_name(m.group(1))
+        key = canonical_name(m.group(1))
         if key in pip:
             bad(f"pip entry {shown(item)}: {key} is listed twice", at)
         pip[key] = m.group(2)
@@ -219,7 +218,7 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
 def apply(stack: Stack, layer: ProjectLayer) -> Stack:
     """The stack with the project's layer over it: its pip pins join the stack's packages
     (a package the stack already pins must agree with it)."""
-    pinned = {canonicalize_name(n): (n, v) for n, v in stack.packages}
+    pinned = {canonical_name(n): (n, v) for n, v in stack.packages}
     added = []
     for n, v in layer.pip:
         if n in pinned:
@@ -235,7 +234,7 @@ def apply(stack: Stack, layer: ProjectLayer) -> Stack:
     what += ["its own smoke command"] if layer.smoke else []
     reason = f"project {layer.name}: " + (", ".join(what) or "nothing added") + \
         " over the stack"
-    layer = dataclasses.replace(layer, pip=tuple(added))
+    layer = record.replace(layer, pip=tuple(added))
     return stack.replace(packages=stack.packages + tuple(added), project=layer,
                          reasons=stack.reasons + (reason,))
 

@@ -4,9 +4,9 @@ every NVIDIA_REQUIRE_* variable AND, NVIDIA_DISABLE_REQUIRE skips them all)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from .errors import InputError
+from .record import dataclass
 
 # The toolkit's brand names for each GPU class (libnvidia-container's brand strings).
 BRANDS = {"datacenter": ("tesla", "unknown", "nvidia"),

@@ -2,14 +2,13 @@
 Unsatisfiable naming what failed and the nearest specs that would work."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import require_cuda
 from .compat import FORWARD, MINOR, check_cc, check_driver, driver_runs, kernels_for
 from .errors import InputError, Unsatisfiable
 from .matrix import Matrix
 from .model import (V, BaseImage, FrameworkRelease, Gpu, Stack, Variant, WheelSource,
                     join_licenses)
+from .record import dataclass
 from .spec import Spec
 
 POLICIES = ("auto", "pypi", "index")
@@ -289,7 +288,7 @@ def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:
 
 def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
     """Specs that would resolve, by relaxing one thing at a time."""
-    from dataclasses import replace as dc_replace
+    from .record import replace as dc_replace
     tries: list[tuple[Spec, Host]] = []
     fw = m.framework(spec.framework)
     if host.sources != "index":

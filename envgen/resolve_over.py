@@ -184,7 +184,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
 
 def _hints(m, spec: Spec, host, resolve_base) -> list[str]:
     """Specs that do resolve, by dropping one constraint at a time."""
-    from dataclasses import replace
+    from .record import replace
     fw = m.framework(spec.framework)
     tries = [replace(spec, also=tuple(a for a in spec.also if a[0] != fw.builds_on)),
              replace(spec, variant=None), replace(spec, python=None),

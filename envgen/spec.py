@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .errors import InputError, shown
 from .matrix import Matrix
+from .record import dataclass
 
 OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cuda[0-9]{2}|cpu)$",
            "base": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shutil
-import socket
 from pathlib import Path
 
 
@@ -54,6 +51,9 @@ def _dead(name: str, host: str) -> bool:
 def scratch(prefix: str):
     """A private scratch folder under ENVGEN_HOME (not /tmp), removed on exit; folders
     that a killed envgen left behind (SIGKILL runs no cleanup) are removed first."""
+    import secrets
+    import shutil
+    import socket
     root = scratch_dir()
     root.mkdir(parents=True, exist_ok=True)
     host = socket.gethostname().replace(".", "_")

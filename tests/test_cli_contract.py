@@ -203,6 +203,19 @@ def test_render_json_lists_the_files(capsys, tmp_path, monkeypatch):
     assert {p.rsplit("/", 1)[-1] for p in d["files"]} >= {"Dockerfile", "stack.json"}
 
 
+def test_render_all_json_has_the_keys_contract_md_lists(capsys, tmp_path, monkeypatch):
+    from closures import use_fake_resolver
+    use_fake_resolver(monkeypatch, tmp_path)
+    rc, d = run_json(capsys, "render", "--all", "-o", str(tmp_path / "all"), "--driver",
+                     "470.57.02")
+    assert set(d) == {"output", "rendered", "failed", "seconds"}
+    assert rc == max(f["exit_code"] for f in d["failed"]) == 2
+    assert set(d["rendered"][0]) == {"stack", "framework", "version", "path", "closure",
+                                     "files"}
+    assert {"stack", "error", "message", "file", "line", "exit_code", "hints"} == \
+        set(d["failed"][0])
+
+
 def test_render_into_a_file_is_a_clean_error(capsys, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")

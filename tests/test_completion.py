@@ -46,6 +46,7 @@ def complete(script, *words) -> list[str]:
     (("build", "pytorch-cu121", "--no-"), ["--no-cache"]),
     (("certs", "sh"), ["show"]),
     (("completion", "z"), ["zsh"]),
+    (("render", "--al"), ["--all"]),
 ])
 def test_tab_completes_commands_options_and_choices(script, words, expect):
     assert complete(script, *words) == expect

@@ -5,6 +5,7 @@ and files must be owned by them and writable by no one else, or it is not used (
 from someone else would be their code)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -13,13 +14,22 @@ from pathlib import Path
 
 from .. import __version__, state
 
+KEEP = 8   # matrices kept, the most recently used
+
+
+def code_files() -> list[Path]:
+    """The code a cached matrix depends on: the rules that validated it (matrix/*.py) and
+    the classes it is made of (model.py): a pickle of an older class is stale too."""
+    here = Path(__file__).parent
+    return [*sorted(here.glob("*.py")), here.parent / "model.py"]
+
 
 def key_of(files: list[Path]) -> str | None:
     from ..errors import InputError
     from ..files import read_regular
     from .yamlfile import MAX_BYTES
     h = hashlib.sha256(__version__.encode() + b"\0")
-    for code in sorted(Path(__file__).parent.glob("*.py")):   # the rules that validated it
+    for code in code_files():
         h.update(code.read_bytes())
     try:
         for f in files:   # a FIFO or a huge file: no key; the loader names the problem
@@ -49,9 +59,12 @@ def get(key: str | None):
         return None
     try:
         with open(path, "rb") as f:
-            return pickle.load(f)
+            matrix = pickle.load(f)
     except Exception:  # a torn or foreign file: validate from scratch instead
         return None
+    with contextlib.suppress(OSError):
+        os.utime(path)   # used now: the last to be pruned
+    return matrix
 
 
 def put(key: str | None, matrix) -> None:
@@ -62,12 +75,23 @@ def put(key: str | None, matrix) -> None:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _private(folder):
             return
-        for old in folder.glob("matrix-*.pickle"):
-            old.unlink(missing_ok=True)
         tmp = folder / f".matrix-{key}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             pickle.dump(matrix, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, folder / f"matrix-{key}.pickle")
+        _prune(folder)
     except OSError:
         pass   # a read-only home: the next run validates again
+
+
+def _prune(folder: Path) -> None:
+    """Keep the KEEP matrices used last (a bundled matrix and a --matrix one, or two
+    checkouts, used in turn do not evict each other at every call)."""
+    def used(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+    for old in sorted(folder.glob("matrix-*.pickle"), key=used, reverse=True)[KEEP:]:
+        old.unlink(missing_ok=True)

@@ -11,9 +11,7 @@ from ..errors import MatrixError
 from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
                      Framework, FrameworkRelease, Gpu, GpuArchitecture, Library, Variant,
                      WheelSource)
-from .schema import SECTIONS, validate
 from .table import Matrix
-from .yamlfile import load_file
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data" / "matrices"
 
@@ -53,6 +51,8 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     cached = cache.get(key)
     if cached is not None:
         return cached
+    from .schema import SECTIONS, validate   # not needed for a cached matrix: lazily
+    from .yamlfile import load_file
     digest = hashlib.sha256()
     problems: list[MatrixError] = []
     entries: dict[str, list] = {s: [] for s in SECTIONS}

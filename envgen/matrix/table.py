@@ -1,11 +1,10 @@
 """The loaded matrix: lists of domain objects and the lookups the decisions need."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
                      Framework, FrameworkRelease, Gpu, GpuArchitecture, Library,
                      WheelSource)
+from ..record import dataclass, field
 
 
 @dataclass

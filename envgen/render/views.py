@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import json
 
-from packaging.utils import canonicalize_name
-
 from .. import __version__, provenance
-from ..model import APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack
+from ..model import (APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack,
+                     canonical_name)
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from ..smoke import payload_files
 from .env import environment
@@ -38,7 +37,7 @@ def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
     """Cache-friendly order: tools, CUDA libraries, the framework (with what it needs),
     the companions, then what a stack built over another adds; a layer changes only when
     its own pins do, so such a stack shares every lower layer with its base stack."""
-    if canonicalize_name(pin.name) in {canonicalize_name(n) for n in stack.from_source}:
+    if canonical_name(pin.name) in {canonical_name(n) for n in stack.from_source}:
         return 5   # built by pip from its sdist, over everything it imports while building
     if stack.builds_on and pin.requirement not in base_pins:
         return 4
