@@ -218,7 +218,8 @@ def _vendor_libraries(m, v, base, cuda):
         name = next((n for n, _ in v.packages if n.startswith(prefix)), None)
         return provided.get(name) if name else None
     runtime = of("nvidia-cuda-runtime")
-    vendor = m.cuda_release(".".join(runtime.split(".")[:2])) if runtime else None
+    # the CUDA releases that ship that cudart: the first (oldest) is the one it was made for
+    vendor = next((c for c in m.cuda if runtime and c.runtime == runtime.split("+")[0]), None)
     return vendor or cuda, of("nvidia-cudnn"), of("nvidia-nccl")
 
 

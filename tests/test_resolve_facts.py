@@ -219,3 +219,33 @@ def test_forward_compat_needs_a_datacenter_gpu_on_a_listed_branch():
 def test_minor_version_compat_build_on_rtx_5090_uses_sass_not_ptx():
     st = res("torch==2.7.1", m=MINI, driver="525.60.13", gpu="RTX 5090")
     assert st.variant == "cu128"
+
+
+def _framework_base_matrix(tmp_path, provides: str):
+    folder = tmp_path / "matrix"
+    folder.mkdir(parents=True)
+    for f in (Path(__file__).parent.parent / "matrices").glob("*.yaml"):
+        (folder / f.name).write_text(f.read_text())
+    (folder / "bases-vendor.yaml").write_text(
+        "bases:\n  - name: vendor\n    kind: framework\n    image: vendor/jax:1\n"
+        "    python: \"3.12\"\n    os: ubuntu24.04\n"
+        f"    provides: {{{provides}}}\n    source: https://example.com/vendor-image\n")
+    return load_matrix(folder)
+
+
+def test_a_base_that_provides_the_framework_claims_its_own_cuda_libraries(tmp_path):
+    """The vendor chose the image's CUDA libraries: a stack on it expects the versions the
+    base lists (cudart 13.0.96 is CUDA 13.0.2), not the variant's pins (jax[cuda13] at the
+    newest: cuDNN 9.28.1.4, CUDA 13.4), and nothing where the base lists nothing."""
+    jax = ('jax: "0.11.2", jaxlib: "0.11.2", jax-cuda13-plugin: "0.11.2", '
+           'jax-cuda13-pjrt: "0.11.2"')
+    m = _framework_base_matrix(tmp_path, jax + ', nvidia-cuda-runtime: "13.0.96", '
+                               'nvidia-cudnn-cu13: "9.19.0.56", nvidia-nccl-cu13: "2.28.9"')
+    st = res("jax==0.11.2,variant=cuda13,base=vendor", m)
+    assert (st.cuda_release, st.cuda, st.cudnn, st.nccl) == ("13.0.2", "13.0", "9.19.0.56",
+                                                              "2.28.9")
+    plain = res("jax==0.11.2,variant=cuda13", BUNDLED)
+    assert plain.cudnn == "9.28.1.4" and plain.cuda == "13.4"   # the pins, off the vendor base
+    bare = res("jax==0.11.2,variant=cuda13,base=vendor", _framework_base_matrix(
+        tmp_path / "bare", jax))
+    assert bare.cudnn is None and bare.nccl is None and bare.cuda == "13.4"
