@@ -11,20 +11,13 @@ import tarfile
 import time
 from dataclasses import dataclass
 
-from . import __version__, certs, gpu_access, require_cuda
+from . import __version__, certs, gpu_access, require_cuda, run_profile
 from .compat import driver_cuda, kernels_for
 from .engine import run_to_end
 from .errors import CheckFailed, EnvironmentMissing, InputError
 from .host import HostGpus
 from .model import Stack
 from .render.views import PAYLOAD_DIR
-
-NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-            "NVSHMEM_DISABLE_NVLS": "1"}
-NOBODY = "65534:65534"
-# The payload's shared memory: DataLoader workers and NCCL need more than Docker's 64 MB.
-# `envgen run` and the devcontainer give the same.
-SHM_SIZE = "8g"
 
 
 @dataclass(frozen=True)
@@ -119,16 +112,6 @@ def _report(stdout: str) -> dict | None:
         return None
 
 
-def container_env(plan: gpu_access.GpuPlan, image_env: dict) -> dict:
-    """The environment a payload (or `envgen run`'s command) gets beyond the image's: NCCL's
-    settings, and the driver's folders put in front of the image's own search paths."""
-    env = dict(NCCL_ENV)
-    for key, value in plan.run_kwargs.get("environment", {}).items():
-        mine = image_env.get(key)
-        env[key] = f"{value}:{mine}" if mine else value
-    return env
-
-
 def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
     """The GPUs `--gpus` names on `host` (None for none); EnvironmentMissing when it asks
     for a GPU this host does not have."""
@@ -175,7 +158,7 @@ def check_lines(progress):
 
 
 def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
-                    multi_gpu: bool = False) -> tuple[str, list[str]]:
+                    multi_gpu: bool = False, measure: str = "basic") -> tuple[str, list[str]]:
     """The payload's path in the image and the command that runs it, checking what the
     stack pins. The same for a container envgen starts and a Kubernetes pod's."""
     payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
@@ -193,27 +176,30 @@ def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
         cmd += ["--steps", str(steps)]
     if multi_gpu:
         cmd.append("--multi-gpu")
+    if measure == "full":
+        cmd += ["--measure", "full"]
     return payload, cmd
 
 
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
-            matrix=None, tags: tuple[str, ...] = (), progress=None) -> dict:
+            matrix=None, tags: tuple[str, ...] = (), progress=None,
+            measure: str = "basic") -> dict:
     """Certify one image; returns the certificate (passed or not). Raises for bad input,
     a missing environment, or a host that cannot run the image at all. `tags`: names the
     image will get once it passes (it may have none yet: tags come after certification).
-    `progress` hears of each check as the payload reports it."""
+    `progress` hears of each check as the payload reports it. `measure` "full" adds the
+    habits of a training run (the payload's --measure full)."""
     target = inspect_target(c, ref)
     indices = gpu_indices(gpus, host)
     notes = preflight(target, host, indices, matrix)
     info = c.info()
     plan = gpu_access.plan(indices, access, info)
     st = target.stack
-    payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu)
-    kwargs = dict(plan.run_kwargs)
-    kwargs.pop("environment", None)
-    env = container_env(plan, target.env)
-    user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
+    payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu, measure)
+    # how the payload's container starts (shared memory, ulimits, NCCL, user): the run
+    # profile `envgen run`, the devcontainer and `envgen profile` use too
+    profile = run_profile.for_container(plan, target.user, target.env)
     started = time.monotonic()
     payload_sha = None
 
@@ -224,14 +210,12 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
             raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
                               f"with `envgen build`")
 
-    # how every container of a certification starts: the payload's and the project's
-    run = dict(network_mode="none", user=user, environment=env, cap_drop=["ALL"],
-               security_opt=["no-new-privileges"], shm_size=SHM_SIZE,
-               labels={"io.envgen.certify": "1"}, **kwargs)
+    def start(p):
+        return run_to_end(c, target.image_id, cmd, timeout, before_start=hash_payload,
+                          on_stderr_line=check_lines(progress) if progress else None,
+                          labels={"io.envgen.certify": "1"}, **p.docker_kwargs())
     try:
-        code, stdout, stderr = run_to_end(
-            c, target.image_id, cmd, timeout, before_start=hash_payload,
-            on_stderr_line=check_lines(progress) if progress else None, **run)
+        profile, (code, stdout, stderr) = run_profile.settle(profile, start)
     except TimeoutError:
         raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
                           f"killed); raise --timeout or lower --steps") from None
@@ -239,6 +223,13 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     if report is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
         raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
+    fix = run_profile.refusal_fix(profile)
+    if fix:
+        notes.append(fix)
+        if progress:
+            progress(fix)
+    # how every container of a certification starts: the payload's and the project's
+    run = dict(labels={"io.envgen.certify": "1"}, **profile.docker_kwargs())
     if st.project is not None and st.project.smoke:
         check = project_smoke(c, target, st.project.smoke, timeout, run)
         report = {**report, "checks": [*report.get("checks", []), check],
@@ -250,10 +241,11 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         "schema": 1,
         "image_id": target.image_id,
         "image_tags": sorted(set(target.tags) | set(tags)),
-        "profile": certs.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps,
-                                    multi_gpu),
+        "profile": "-".join(filter(None, (
+            certs.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps, multi_gpu),
+            "full" if measure == "full" else ""))),
         "params": {"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu,
-                   "timeout": timeout},
+                   "timeout": timeout, "measure": measure},
         "stack": st.to_json(),
         "level": report.get("level"),
         "passed": bool(report.get("passed")) and code == 0,
@@ -263,6 +255,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
                  "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
                  "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
                  "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
+        "run_profile": profile.to_json(),
         "preflight": notes,
         "report": report,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

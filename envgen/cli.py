@@ -344,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None,
                    help="training steps (a run with other steps is another certificate)")
     c.add_argument("--multi-gpu", action="store_true", help="also run DDP over NCCL")
+    c.add_argument("--measure", choices=["basic", "full"], default="basic",
+                   help="full: also the habits of a training run: GPU telemetry under load, "
+                        "host-to-device bandwidth, loader rates, memory peaks (another "
+                        "certificate)")
     c.set_defaults(func=_later("certify"))
 
     cs = sub.add_parser("certs", help="stored certificates")
@@ -442,7 +446,28 @@ def build_parser() -> argparse.ArgumentParser:
     run_options(sh)
     sh.set_defaults(func=_later("run"), shell=True, cmd=[])
 
+    pf = sub.add_parser(
+        "profile", parents=[json_flag, host],
+        help="the run profile certification uses, for docker run, Compose or Kubernetes",
+        description="Print how a training container of IMAGE|SPEC should start, as "
+                    "certification starts it: shared memory (--shm-size 8g), --ulimit "
+                    "memlock=-1 and stack=67108864, NCCL's settings, the GPUs, a non-root "
+                    "user, no capabilities. IMAGE|SPEC as for envgen run.")
+    pf.add_argument("target", metavar="IMAGE|SPEC", nargs="?",
+                    help="an image (reference or id) or a spec (default: the stack of "
+                         "./envgen.yaml)")
+    pf.add_argument("--format", choices=["docker", "compose", "kubernetes", "json"],
+                    default="docker", help="a docker run line (default), a Compose service, "
+                    "a Kubernetes pod spec fragment, or the profile as JSON")
+    pf.add_argument("--gpus", default="all", help="all (default), none or 0,1")
+    pf.add_argument("--gpu-access", choices=["toolkit", "cdi"], default="toolkit",
+                    help="the NVIDIA Container Toolkit (--gpus, default) or CDI device names")
+    pf.set_defaults(func=_later("profile"))
+
     dr = sub.add_parser("doctor", parents=[json_flag], help="check this host")
+    dr.add_argument("--image", metavar="IMAGE",
+                    help="also say what to change for this certified image (an id prefix or "
+                         "tag), read from its certificate")
     dr.set_defaults(func=_later("doctor"))
 
     rp = sub.add_parser("report", parents=[json_flag],

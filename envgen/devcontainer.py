@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .build import default_tag
-from .certify import NCCL_ENV, SHM_SIZE   # certification's own, so the two cannot drift
+from .run_profile import NCCL_ENV, Profile   # certification's own, so the two cannot drift
 from .errors import InputError, shown
 from .model import Stack
 from .registry import parse_repository, parse_tagged, split_tag
@@ -41,6 +41,11 @@ def from_lock(lock: dict, name: str, lock_file: str) -> tuple[Stack, str]:
     return Stack.from_json(entry["stack"]), pinned
 
 
+def _joined(flags: list[str]) -> list[str]:
+    """`--shm-size 8g` as `--shm-size=8g`: one runArgs entry per flag."""
+    return [f"{a}={b}" for a, b in zip(flags[::2], flags[1::2], strict=True)]
+
+
 def devcontainer(stack: Stack, image: str) -> str:
     """devcontainer.json for `image`, which holds `stack`. A GPU stack asks for a GPU with
     hostRequirements.gpu, which makes the Dev Containers CLI add `--gpus all` (the NVIDIA
@@ -53,7 +58,7 @@ def devcontainer(stack: Stack, image: str) -> str:
         "name": f"envgen {stack.stack}: {stack.framework_package} {stack.version}, {what}",
         "image": image,
         "hostRequirements": {"gpu": True if gpu else "optional"},
-        "runArgs": [f"--shm-size={SHM_SIZE}"],
+        "runArgs": _joined(Profile().habit_flags()),
         **({"containerEnv": dict(NCCL_ENV)} if gpu else {}),
         "remoteUser": REMOTE_USER,
         "overrideCommand": True,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import gpu_access
-from .certify import NOBODY, SHM_SIZE, Target, container_env
+from . import gpu_access, run_profile
+from .certify import Target
 from .errors import InputError
 
 WORKSPACE = "/workspace"
@@ -25,22 +25,7 @@ class RunOptions:
     network: bool              # False: --network none, as in certification
     as_me: bool                # run as the caller's uid:gid instead of the image's user
     env: tuple[tuple[str, str], ...] = ()
-
-
-def _gpu_flags(plan: gpu_access.GpuPlan) -> list[str]:
-    """docker-CLI flags for a GPU plan (certification gives docker-py the same plan)."""
-    kw = plan.run_kwargs
-    if plan.mode == "toolkit":
-        ids = ",".join(str(i) for i in plan.indices)
-        return ["--gpus", f'"device={ids}","capabilities=compute,utility"']
-    if plan.mode == "cdi":
-        return [flag for i in plan.indices for flag in ("--device", f"nvidia.com/gpu={i}")]
-    if plan.mode == "devices":
-        flags = [f for d in kw.get("devices", []) for f in ("--device", d)]
-        for src, spec in kw.get("volumes", {}).items():
-            flags += ["-v", f"{src}:{spec['bind']}:{spec['mode']}"]
-        return flags
-    return []
+    refused: tuple[str, ...] = ()   # ulimits this host's daemon cannot set (run_profile.settle)
 
 
 def check_mount(folder: str) -> str:
@@ -59,19 +44,15 @@ def docker_argv(docker: str, target: Target, plan: gpu_access.GpuPlan,
     """The whole `docker run` command line. Every value is its own argument (no shell)."""
     # No --init: some daemons ship no docker-init (certification needs none either); the
     # command is PID 1 and gets the signals the docker CLI passes on.
-    argv = [docker, "run", "--rm", "--shm-size", SHM_SIZE, "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--label", "io.envgen.run=1"]
-    argv += ["-it"] if opts.tty else ["-i"]
-    if not opts.network:
-        argv += ["--network", "none"]
+    profile = run_profile.for_container(plan, target.user, target.env, network=opts.network)
+    if opts.refused:
+        profile = profile.without(opts.refused)
     if opts.as_me:
-        argv += ["--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp"]
-    else:
-        user = target.user if target.user not in ("", "root", "0", "0:0") else NOBODY
-        argv += ["--user", user]
-    argv += _gpu_flags(plan)
-    for key, value in {**container_env(plan, target.env), **dict(opts.env)}.items():
-        argv += ["-e", f"{key}={value}"]
+        profile = replace(profile, user=f"{os.getuid()}:{os.getgid()}",
+                          env=(*profile.env, ("HOME", "/tmp")))
+    profile = replace(profile, env=(*profile.env, *opts.env))
+    argv = [docker, "run", "--rm", *profile.docker_flags(), "--label", "io.envgen.run=1"]
+    argv += ["-it"] if opts.tty else ["-i"]
     if opts.mount:
         argv += ["-v", f"{opts.mount}:{WORKSPACE}", "-w", WORKSPACE]
     return [*argv, target.image_id, *opts.command]

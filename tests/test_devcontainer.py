@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envgen import certify, devcontainer
+from envgen import devcontainer, run_profile
 from envgen.build import default_tag
 from envgen.cli import main
 from envgen.errors import InputError
@@ -47,8 +47,9 @@ def test_a_gpu_stack_runs_its_image_with_a_gpu_as_the_images_user(capsys):
     assert d["image"] == default_tag(st) == "envgen/pytorch-cu121:2.4.1-py3.11-debian-bookworm"
     assert d["name"] == "envgen pytorch-cu121: torch 2.4.1, CUDA 12.1"
     assert d["hostRequirements"] == {"gpu": True}
-    assert d["runArgs"] == ["--shm-size=8g"]
-    assert d["containerEnv"] == certify.NCCL_ENV
+    assert d["runArgs"] == ["--shm-size=8g", "--ulimit=memlock=-1",
+                            "--ulimit=stack=67108864"]
+    assert d["containerEnv"] == run_profile.NCCL_ENV
     assert d["remoteUser"] == "envgen"
     assert d["overrideCommand"] is True        # the image's CMD is the smoke payload
 
@@ -63,9 +64,10 @@ def test_the_gpu_reaches_the_container_once():
 
 def test_the_run_flags_and_user_are_those_certification_and_the_image_use():
     certify_source = (ROOT / "envgen" / "certify.py").read_text()
-    from envgen import certify
-    assert "shm_size=SHM_SIZE" in certify_source
-    assert devcontainer.SHM_SIZE == certify.SHM_SIZE == "8g"
+    assert "profile.docker_kwargs()" in certify_source
+    kw = run_profile.Profile().docker_kwargs()
+    assert kw["shm_size"] == "8g"
+    assert [(u.name, u.soft, u.hard) for u in kw["ulimits"]] == list(run_profile.ULIMITS)
     users = re.findall(r"^USER (\S+)$", (ROOT / "templates" / "Dockerfile.j2").read_text(),
                        flags=re.M)
     assert users[-1] == devcontainer.REMOTE_USER

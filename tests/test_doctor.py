@@ -132,3 +132,24 @@ def test_doctor_sees_the_real_docker_daemon(m):
     r = dr.doctor(m)
     assert r["docker"]["reachable"] and r["docker"]["version"]
     assert isinstance(r["docker"]["runtimes"], list)
+
+
+def test_cli_doctor_image_says_what_its_certificate_says_to_change(monkeypatch, capsys,
+                                                                   tmp_path):
+    from envgen import certs
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(host, "detect", lambda: host.parse_query(H200_580))
+    monkeypatch.setattr(dr, "docker_facts", lambda: DOCKER_OK)
+    fix = "shared memory 64 MB: add --ipc=host or --shm-size=8g"
+    certs.save({"image_id": "sha256:" + "ab" * 32, "passed": False, "profile": "",
+                "stack": {"stack": "pytorch-cu121"}, "created": "2026-12-02T01:00:00Z",
+                "image_tags": ["team/torch:1"], "host": {},
+                "report": {"checks": [{"name": "dataloader", "passed": False, "detail": "d",
+                                       "fix": fix}]}})
+    assert main(["doctor", "--image", "team/torch:1"]) == 0
+    out = capsys.readouterr().out
+    assert f"  change: dataloader: {fix}" in out and "abababababab" in out
+    assert main(["doctor", "--image", "abab", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["image"]["advice"] == [f"dataloader: {fix}"]
+    assert main(["doctor", "--image", "nobody/none:1"]) == 2   # no certificate: one sentence
+    assert "no certificate for 'nobody/none:1'" in capsys.readouterr().err

@@ -120,7 +120,7 @@ def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
     (torch for those built over it) and the sibling files that travel with it."""
     from envgen.matrix import load_matrix
     m = load_matrix()
-    siblings = {"_harness", "torch_smoke", "envgen"}
+    siblings = {"_harness", "torch_smoke", "torch_habits", "envgen"}
     for path in files("smoke/*_smoke.py"):
         smoke = path.name.removesuffix("_smoke.py")
         fw = next(f for f in m.frameworks if f.smoke == smoke)

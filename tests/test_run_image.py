@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from envgen.certify import NCCL_ENV, Target
+from envgen.certify import Target
+from envgen.run_profile import NCCL_ENV
 from envgen.cli import main
 from envgen.errors import InputError
 from envgen.gpu_access import GpuPlan

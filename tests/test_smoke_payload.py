@@ -88,7 +88,10 @@ def imported(path):
 
 def test_only_stdlib_harness_and_torch_imports():
     found = imported(PAYLOAD)
-    assert found - set(sys.stdlib_module_names) == {"_harness", "torch"}
+    # torch_habits: the --measure full part, a sibling that travels with it
+    assert found - set(sys.stdlib_module_names) == {"_harness", "torch", "torch_habits"}
+    assert imported(SMOKE / "torch_habits.py") - set(sys.stdlib_module_names) == {
+        "_harness", "torch"}
 
 
 def test_harness_imports_only_the_stdlib():
@@ -114,6 +117,12 @@ def test_cpu_run_passes(cpu_run):
     assert by_name["dataloader"]["passed"] and not by_name["dataloader"].get("skipped")
     assert "12 batches of 24 MiB in order" in by_name["dataloader"]["detail"]
     assert report["metrics"]["dataloader_mib_per_s"] > 0
+    # start-up: how long `import torch` took, and how much of it came from bytecode
+    startup = by_name["startup"]
+    assert startup["passed"] and 0 < startup["startup_import_s"] < 120
+    assert 0 < startup["startup_modules_bytecode"] <= startup["startup_modules"]
+    assert startup["startup_first_kernel_s"] is None     # no GPU here
+    assert "habits" not in report                        # --measure full only
     for name in ("nvidia_smi", "cuda_available", "device", "cuda_arch", "model_on_cuda",
                  "cudnn_conv", "memory"):
         assert by_name[name].get("skipped") is True and by_name[name]["passed"], name
@@ -224,5 +233,8 @@ def test_a_dataloader_that_cannot_get_shared_memory_fails_naming_the_fix(monkeyp
     ts.check_dataloader(rep, torch.device("cpu"))
     (check,) = rep["checks"]
     assert check["name"] == "dataloader" and check["passed"] is False
-    assert "--shm-size 8g" in check["detail"] and "/dev/shm" in check["detail"]
+    shm = h.shm_mib()
+    assert check["detail"].startswith(f"shared memory {shm} MB: add --ipc=host or "
+                                      f"--shm-size=8g (2 workers failed: ")
+    assert check["fix"] == h.shm_fix(shm)
     assert h.tally(rep["checks"]) == "0 passed, 0 skipped, 1 failed"

@@ -16,7 +16,7 @@ QUOTING = {"sh", "token", "dockerquote", "tojson"}
 VERSION_LIKE = re.compile(r"(?<![\w.])\d+\.\d+(\.\d+)*(?![\w.])")
 # View values that are constants of envgen itself, not matrix data: safe bare. (`name` in
 # Dockerfile.j2 is an ENV/LABEL key, a literal in views.py.)
-CONSTANTS = {"uid", "payload_dir", "envgen_version", "stamp", "layer.pip"}
+CONSTANTS = {"uid", "payload_dir", "envgen_version", "stamp", "compile", "layer.pip"}
 DOCKERFILE_CONSTANTS = CONSTANTS | {"name"}
 # Known gap, tested on its own below (strict xfail).
 CMD_PAYLOAD = "Dockerfile.j2: CMD {{ payload }}"

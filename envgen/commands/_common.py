@@ -55,8 +55,12 @@ def print_failed(checks: list[dict]) -> None:
 
 
 def print_certificate(cert: dict) -> None:
-    """The one-line verdict on stdout, each failed check on stderr."""
+    """The one-line verdict and a line per thing to change on stdout, each failed check on
+    stderr."""
+    from ..diagnose import advice
     print(cert_line(cert))
+    for line in advice(cert):
+        print(f"  change: {line}")
     print_failed(cert["report"].get("checks", []))
 
 

@@ -25,7 +25,7 @@ def run_certify(args, c, ref: str, matrix, hg, tags: tuple[str, ...] = ()) -> di
     cert = certify(c, ref, hg, gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
                    timeout=getattr(args, "timeout", 900), steps=getattr(args, "steps", None),
                    multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags,
-                   progress=progress_for(args))
+                   progress=progress_for(args), measure=getattr(args, "measure", "basic"))
     try:
         path = certs.save(cert)
     except OSError as e:

@@ -35,7 +35,28 @@ def _print(r: dict) -> None:
         print(f"problem: {p}")
 
 
+def image_advice(image: str) -> dict:
+    """What the image's stored certificate says to change (diagnose.advice)."""
+    from .. import certs
+    from ..diagnose import advice
+    cert = certs.find(image)
+    return {"image": image, "image_id": cert["image_id"], "certified": cert.get("created"),
+            "passed": cert["passed"], "run_profile": cert.get("run_profile"),
+            "advice": advice(cert)}
+
+
 def run(args) -> int:
+    img = image_advice(args.image) if getattr(args, "image", None) else None
     r = doctor(load_matrix_for(args))
-    out_json(r) if args.json else _print(r)
+    if img is not None:
+        r["image"] = img
+    if args.json:
+        out_json(r)
+    else:
+        _print(r)
+        if img is not None:
+            print(f"image:   {img['image']} ({img['image_id'][7:19]}), certificate of "
+                  f"{img['certified']}: {'passed' if img['passed'] else 'FAILED'}")
+            for line in img["advice"] or ["nothing to change"]:
+                print(f"  change: {line}" if img["advice"] else f"  {line}")
     return 0 if r["ok"] else EnvironmentMissing.exit_code

@@ -35,6 +35,21 @@ def _split(args, argv: list[str]) -> tuple[str | None, list[str]]:
     return args.target, command
 
 
+def _refused_ulimits(c, target, plan) -> tuple[str, ...]:
+    """The run profile's ulimits this daemon cannot set, found by starting the image once
+    with them (a second or so); the command then starts without those, and says so."""
+    from .. import run_profile
+    from ..engine import run_to_end
+    profile = run_profile.for_container(plan, target.user, target.env)
+    profile, _ = run_profile.settle(profile, lambda p: run_to_end(
+        c, target.image_id, ["python", "-c", "pass"], 60, labels={"io.envgen.run": "1"},
+        **p.docker_kwargs()))
+    fix = run_profile.refusal_fix(profile)
+    if fix:
+        print(f"warning: {fix}", file=sys.stderr)
+    return profile.refused
+
+
 def run(args) -> int:
     target_text, command = _split(args, sys.argv[1:])
     if command[:1] == ["--"]:
@@ -60,9 +75,10 @@ def run(args) -> int:
         progress_for(args)(note)
     plan = gpu_access.plan(indices, args.gpu_access, c.info())
     tty = sys.stdin.isatty() and sys.stdout.isatty()
+    refused = _refused_ulimits(c, target, plan)
     argv = docker_argv(docker, target, plan, RunOptions(
         command=tuple(command), mount=mount, tty=tty, network=not args.no_network,
-        as_me=args.as_me, env=env))
+        as_me=args.as_me, env=env, refused=refused))
     if args.dry_run:
         print(shown(argv))
         return 0

@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from .. import __version__
-from ..certify import NCCL_ENV, SHM_SIZE, payload_command
+from ..certify import payload_command
+from ..run_profile import NCCL_ENV, SHM_SIZE
 from ..certs import profile_of
 from .spec import Fleet, Task
 

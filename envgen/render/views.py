@@ -24,6 +24,17 @@ STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc
          f"-o -path /etc/hosts -o -path /etc/hostname -o -path {PIP_CACHE} -o -path "
          f"{REQ_MOUNT} -o -path {SRC_MOUNT} \\) -prune -o -newermt \"@$SOURCE_DATE_EPOCH\" "
          "-exec touch --no-dereference --date=\"@$SOURCE_DATE_EPOCH\" {} +")
+# Bytecode for the files a pip step installed (those newer than its "$marker"), compiled at
+# build: the image's user cannot write .pyc into the venv, so without it every container start
+# compiles each module it imports again (`import torch`: docs/benchmarks.md). checked-hash
+# .pyc carry the source's hash instead of its time, and one process compiles the files in
+# sorted order with a fixed hash seed, so two builds still give bit-identical layers. -f:
+# a .pyc that Python wrote by itself meanwhile (setuptools' .pth imports _distutils_hack at
+# every start) records the source's time, and is replaced. A file
+# that does not compile (a Python 2 leftover in some wheels) is left without, as pip leaves it.
+COMPILE = ("{ find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -newer "
+           "\"$marker\" | LC_ALL=C sort | PYTHONHASHSEED=0 python -m compileall -f -qq "
+           "--invalidation-mode checked-hash -i - || echo 'some files did not compile'; }")
 CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # The venv is made without pip: the locked pip and setuptools are installed into it by the
 # distribution's own pip wheel, run from the wheel file, so no step deletes a file a lower
@@ -154,6 +165,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         # A framework base's own files are newer than any epoch we could choose: stamping
         # them would copy the whole base into the layer, so such builds are not bit-exact.
         "stamp": STAMP if base.kind != "framework" else "true",
+        "compile": COMPILE,
         "reproducible": base.kind != "framework",
         "epoch": closure.epoch,
         "uid": UID,

@@ -104,6 +104,9 @@ def build_parser(payload):
     p.add_argument("--timeout", type=number(float, 1.0), default=600.0,
                    help="overall budget in seconds")
     p.add_argument("--quick", action="store_true", help="fewer steps, less data")
+    p.add_argument("--measure", choices=("basic", "full"), default="basic",
+                   help="full: also the habits of a training run (telemetry under load, "
+                        "host-to-device bandwidth, loader rates, memory peaks)")
     if payload.add_options:
         payload.add_options(p)
     return p
@@ -388,25 +391,42 @@ def check_nvidia_smi(rep):
 
 
 class Telemetry:
-    """nvidia-smi every `interval` s in a thread; a sample is the max over the GPUs it lists."""
+    """nvidia-smi every `interval` s in a thread; a sample is the max over the GPUs it lists.
+    Each field's min, median, max and mean; with the SM clock and the clock event (throttle)
+    reasons where this nvidia-smi knows them, and `warnings` when the GPU was throttled or
+    idle most of the time."""
     FIELDS = (("utilization.gpu", "utilization_gpu_pct"), ("memory.used", "memory_used_mib"),
               ("power.draw", "power_draw_w"), ("temperature.gpu", "temperature_c"))
+    # newer drivers call them clock event reasons; older ones throttle reasons
+    EXTRA = (("clocks.sm", "sm_clock_mhz"),)
+    REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 
     def __init__(self, interval=0.5):
         self.interval, self.samples, self.error = interval, [], None
+        self.fields, self.reasons = None, None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
 
+    def _pick(self):
+        """The richest query this nvidia-smi answers."""
+        base = self.FIELDS + self.EXTRA
+        for reason in self.REASONS:
+            with contextlib.suppress(Exception):
+                smi(",".join(f for f, _ in base) + "," + reason, 5)
+                self.fields, self.reasons = base, reason
+                return
+        with contextlib.suppress(Exception):
+            smi(",".join(f for f, _ in base), 5)
+            self.fields = base
+            return
+        self.fields = self.FIELDS
+
     def _sample(self):
-        rows = smi(",".join(field for field, _ in self.FIELDS), 5)
-        sample = []
-        for i in range(len(self.FIELDS)):
-            vals = []
-            for row in rows:
-                with contextlib.suppress(ValueError, IndexError):  # "[N/A]" is left out
-                    vals.append(float(row[i]))
-            sample.append(max(vals) if vals else None)
-        self.samples.append(sample)
+        if self.fields is None:
+            self._pick()
+        query = ",".join(f for f, _ in self.fields) + (f",{self.reasons}" if self.reasons else "")
+        rows = smi(query, 5)
+        self.samples.append(sample_of(rows, len(self.fields), bool(self.reasons)))
 
     def _loop(self):
         while not self._stop.is_set():
@@ -427,12 +447,161 @@ class Telemetry:
         if self.error is None:
             with contextlib.suppress(Exception):
                 self._sample()
-        out = {"source": "nvidia-smi", "interval_s": self.interval, "samples": len(self.samples),
-               "error": self.error}
-        for i, (_, key) in enumerate(self.FIELDS):
-            vals = [s[i] for s in self.samples if s[i] is not None]
-            out[key] = {"max": max(vals), "mean": round(sum(vals) / len(vals), 2)} if vals else None
-        return out
+        return summarize_telemetry(self.samples, self.fields or self.FIELDS, self.interval,
+                                   self.error, bool(self.reasons))
+
+
+def sample_of(rows, n_fields, with_reasons):
+    """One telemetry sample from nvidia-smi's rows: each field's max over the GPUs ("[N/A]"
+    left out), then the OR of their clock event reason bits (hex) where asked."""
+    sample = []
+    for i in range(n_fields):
+        vals = []
+        for row in rows:
+            with contextlib.suppress(ValueError, IndexError):
+                vals.append(float(row[i]))
+        sample.append(max(vals) if vals else None)
+    if with_reasons:
+        bits = None
+        for row in rows:
+            with contextlib.suppress(ValueError, IndexError):
+                bits = (bits or 0) | int(row[n_fields], 16)
+        sample.append(bits)
+    return sample
+
+
+def median(vals):
+    vals = sorted(vals)
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+# Clock event reasons that slow a busy GPU (NVML's nvmlClocksEventReason* bits): SW power
+# cap, HW slowdown, SW thermal, HW thermal, HW power brake. Idle (0x1), application clocks
+# (0x2), sync boost (0x10) and display clocks (0x100) are not a slowdown of the work.
+SLOWDOWN = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal slowdown",
+            0x40: "HW thermal slowdown", 0x80: "HW power brake"}
+IDLE_PCT, MOST = 10.0, 0.5   # utilization under 10 % counts as idle; "most" is over half
+
+
+def summarize_telemetry(samples, fields, interval, error, with_reasons):
+    out = {"source": "nvidia-smi", "interval_s": interval, "samples": len(samples),
+           "error": error, "warnings": []}
+    for i, (_, key) in enumerate(fields):
+        vals = [s[i] for s in samples if s[i] is not None]
+        out[key] = {"min": min(vals), "median": median(vals), "max": max(vals),
+                    "mean": round(sum(vals) / len(vals), 2)} if vals else None
+    util = [s[0] for s in samples if s[0] is not None]
+    if util:
+        idle = sum(u < IDLE_PCT for u in util) / len(util)
+        out["idle_fraction"] = round(idle, 2)
+        if idle > MOST:
+            out["warnings"].append(
+                f"GPU idle (utilization under {IDLE_PCT:g} %) in {idle:.0%} of samples: the "
+                f"training waits on the input pipeline or the host")
+    if with_reasons:
+        bits = [s[len(fields)] for s in samples if s[len(fields)] is not None]
+        slow = [b for b in bits if b & sum(SLOWDOWN)]
+        seen = sorted({name for b in slow for bit, name in SLOWDOWN.items() if b & bit})
+        out["throttled_fraction"] = round(len(slow) / len(bits), 2) if bits else None
+        out["throttle_reasons"] = seen
+        if bits and len(slow) / len(bits) > MOST:
+            out["warnings"].append(f"GPU clocks throttled in {len(slow) / len(bits):.0%} of "
+                                   f"samples ({', '.join(seen)}): check cooling and power limits "
+                                   f"(nvidia-smi -q -d PERFORMANCE)")
+    return out
+
+
+# ---------------------------------------------------------------------------------- habits
+SHM_SIZE = "8g"   # envgen.run_profile.SHM_SIZE: what certification and envgen run give
+
+
+def shm_mib(path="/dev/shm"):
+    """The size of the shared-memory file system in MiB, None where there is none."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize // 2**20
+
+
+def shm_fix(shm):
+    """The one sentence that names the fix for too little shared memory."""
+    have = f"shared memory {shm} MB" if shm is not None else "no /dev/shm"
+    return f"{have}: add --ipc=host or --shm-size={SHM_SIZE}"
+
+
+def shm_trouble(text):
+    """Whether a loader's error is what too little shared memory does: a worker killed by a
+    bus error, or no space left in /dev/shm."""
+    low = text.lower()
+    return any(w in low for w in ("bus error", "no space left", "shared memory", "shm",
+                                  "killed by signal", "exited unexpectedly"))
+
+
+def process_age():
+    """Seconds since this process started (Linux /proc), None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return round(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def bytecode_share(modules=None):
+    """(modules imported from a .py file, how many of them had their .pyc on disk); the
+    payload's own files (beside this one) are not the image's start-up and are left out."""
+    n = cached = 0
+    mine = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for mod in list((modules or sys.modules).values()):
+        spec = getattr(mod, "__spec__", None)
+        origin = str(getattr(spec, "origin", "") or "")
+        if spec is None or not origin.endswith(".py") or origin.startswith(mine):
+            continue
+        n += 1
+        cached += bool(spec.cached and os.path.exists(spec.cached))
+    return n, cached
+
+
+BYTECODE_MIN = 0.9   # under 90 % of the imported modules with bytecode: every start pays
+
+
+def check_startup(rep, framework, import_s, age_s, first_kernel_s=None, modules=None):
+    """How long the framework took to import (and, on a GPU, until the first kernel ran), and
+    whether its modules came from bytecode; a warning with the fix when they mostly did not."""
+    n, cached = bytecode_share(modules)
+    vals = {"startup_import_s": round(import_s, 3), "startup_process_s": age_s,
+            "startup_first_kernel_s": first_kernel_s, "startup_modules": n,
+            "startup_modules_bytecode": cached}
+    rep["metrics"].update(vals)
+    since = f" ({age_s:.2f} s after the process started)" if age_s is not None else ""
+    detail = (f"import {framework} {import_s:.2f} s{since}; {cached} of {n} modules from "
+              f"bytecode")
+    if first_kernel_s is not None:
+        detail += f"; first GPU kernel done {first_kernel_s:.2f} s after the process started"
+    extra = {}
+    if n and cached < BYTECODE_MIN * n:
+        extra = {"warning": True,
+                 "fix": f"start-up compiles {n - cached} modules on every start: rebuild the "
+                        f"image with this envgen (it compiles bytecode at build) or set "
+                        f"PYTHONPYCACHEPREFIX to a writable folder"}
+        detail += f"; {extra['fix']}"
+    check(rep, "startup", True, detail, **vals, **extra)
+
+
+def loader_finding(rates, step_rate):
+    """(detail, fix or None): a loader's samples/s per worker count against the samples/s a
+    training step consumes."""
+    best = max(rates.values())
+    parts = ", ".join(f"{w} workers {r:,.0f}" for w, r in sorted(rates.items()))
+    detail = f"loader samples/s: {parts}; training consumes {step_rate:,.0f} samples/s"
+    if best < step_rate:
+        return detail, (f"the input pipeline is the bottleneck ({best:,.0f} < {step_rate:,.0f} "
+                        f"samples/s): raise num_workers, or move the augmentation to the GPU")
+    return detail, None
 
 
 # ---------------------------------------------------------------------------------- driver

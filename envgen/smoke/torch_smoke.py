@@ -31,6 +31,7 @@ else:  # a script in /opt/envgen: its folder is first on sys.path
 for _key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
     os.environ.setdefault(_key, "0" if _key == "NCCL_NVLS_ENABLE" else "1")
 
+_T_IMPORT = time.perf_counter()
 try:
     import torch
     import torch.nn.functional as F
@@ -38,6 +39,8 @@ try:
 except Exception as _exc:  # a broken torch is reported, not a crash
     torch = F = None
     _TORCH_ERROR = f"{type(_exc).__name__}: {_exc}"
+# start-up: how long `import torch` took, and how long after the process started it was done
+_IMPORT_S, _IMPORT_AGE_S = time.perf_counter() - _T_IMPORT, h.process_age()
 
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "driver")  # what every torch payload reports
 
@@ -285,6 +288,8 @@ def torch_checks(rep, opts):
     rep["versions"].update(read_versions())
     h.log(rep["payload"], f"torch {torch.__version__}, level {rep['level']} (--require "
                           f"{opts.require}), {h.train_steps(opts)} steps, batch {opts.batch}")
+    first_kernel = guarded(rep, "startup", first_kernel_s, device) if use_cuda else None
+    guarded(rep, "startup", h.check_startup, "torch", _IMPORT_S, _IMPORT_AGE_S, first_kernel)
     h.nvidia_smi_check(rep)
     check_cuda_available(rep, available)
     gpu_check(rep, "device", check_device, device)
@@ -293,6 +298,22 @@ def torch_checks(rep, opts):
         rep["device"].update(name=platform.processor() or platform.machine(), count=0)
     h.check_expect(rep, opts.expect)
     return use_cuda, device
+
+
+def first_kernel_s(_rep, device):
+    """Seconds from the process's start until its first GPU kernel had run (CUDA's start-up
+    and the context included)."""
+    torch.ones(1, device=device).add_(1)
+    torch.cuda.synchronize(device)
+    return h.process_age()
+
+
+def _habits():
+    if __package__:
+        from envgen.smoke import torch_habits
+    else:
+        import torch_habits
+    return torch_habits
 
 
 def torch_run(rep, opts, deadline, train_checks):
@@ -312,6 +333,9 @@ def torch_run(rep, opts, deadline, train_checks):
     guarded(rep, "dataloader", check_dataloader, device)
     gpu_check(rep, "cudnn_conv", check_cudnn, device)
     gpu_check(rep, "memory", check_memory, device)
+    if getattr(opts, "measure", "basic") == "full":   # after memory: it resets the peaks
+        step_rate = rep["metrics"].get("samples_per_s") or 0.0
+        _habits().run_habits(rep, device, step_rate, gpu_check, guarded)
     if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
         guarded(rep, "multi_gpu", run_multi_gpu, opts, deadline)
     elif opts.multi_gpu:
@@ -324,17 +348,7 @@ def torch_run(rep, opts, deadline, train_checks):
 # container 64 MB of it unless told otherwise, and a loader with workers then dies mid-epoch
 # with a bus error. Batches of 24 MiB, 2 workers prefetching 2 each: about 96 MiB in flight.
 LOADER_WORKERS, LOADER_BATCHES, LOADER_BATCH_MIB = 2, 12, 24
-SHM_ADVICE = ("give the container more shared memory: docker run --shm-size 8g (or --ipc=host); "
-              "envgen run and envgen certify use 8g")
-
-
-def shm_mib(path="/dev/shm"):
-    """The size of the shared-memory file system in MiB, None where there is none."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_blocks * st.f_frsize // 2**20
+shm_mib = h.shm_mib
 
 
 class _Batches(torch.utils.data.Dataset if torch is not None else object):
@@ -363,8 +377,8 @@ def check_dataloader(rep, device):
     except Exception as exc:   # a worker killed by SIGBUS, or "No space left on device"
         text = " ".join(str(exc).split())[:300]
         return h.check(rep, "dataloader", False,
-                       f"{LOADER_WORKERS} workers failed ({type(exc).__name__}: {text}); "
-                       f"{where}: {SHM_ADVICE}", shm_mib=shm)
+                       f"{h.shm_fix(shm)} ({LOADER_WORKERS} workers failed: "
+                       f"{type(exc).__name__}: {text})", shm_mib=shm, fix=h.shm_fix(shm))
     seconds = time.monotonic() - t0
     mib_s = LOADER_BATCHES * LOADER_BATCH_MIB / max(seconds, 1e-6)
     rep["metrics"]["dataloader_mib_per_s"] = round(mib_s, 1)

@@ -1,0 +1,164 @@
+"""The run profile: one description of how a training container starts (shared memory,
+ulimits, NCCL, GPUs, user), the same for certification, `envgen run`, the devcontainer and
+`envgen profile`'s docker, Compose and Kubernetes forms."""
+import json
+import shlex
+
+import pytest
+import yaml
+
+from envgen import devcontainer, run_profile
+from envgen.certify import Target
+from envgen.cli import main
+from envgen.gpu_access import GpuPlan
+from envgen.run_image import RunOptions, docker_argv
+
+HABITS = ["--shm-size", "8g", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+
+
+def target():
+    return Target("sha256:" + "a" * 64, ("envgen/x:1",), None, {}, "envgen", {}, ())
+
+
+def test_every_way_a_container_starts_carries_the_same_shm_and_ulimits():
+    p = run_profile.Profile()
+    assert p.habit_flags() == HABITS
+    kw = p.docker_kwargs()    # certification's docker-py arguments
+    assert kw["shm_size"] == "8g" and kw["network_mode"] == "none"
+    assert [(u.name, u.soft, u.hard) for u in kw["ulimits"]] == [("memlock", -1, -1),
+                                                                 ("stack", 67108864, 67108864)]
+    argv = docker_argv("docker", target(), GpuPlan("none"),
+                       RunOptions(("true",), None, False, True, False))
+    joined = " ".join(argv)
+    assert " ".join(HABITS) in joined                       # envgen run
+    dc = json.loads(devcontainer.devcontainer(_stack("pytorch-cu121"), "x/y:1"))
+    assert dc["runArgs"] == [f"{a}={b}" for a, b in zip(HABITS[::2], HABITS[1::2])]
+
+
+def _stack(name):
+    from envgen.matrix import load_matrix
+    from envgen.resolve import Host, resolve
+    from envgen.spec import parse_spec
+    m = load_matrix()
+    return resolve(m, parse_spec(name, m), Host())
+
+
+def test_the_profile_records_what_a_certificate_keeps():
+    plan = GpuPlan("devices", [0], {"devices": ["/dev/nvidia0:/dev/nvidia0:rwm"],
+                                    "environment": {"PATH": "/usr/local/nvidia/bin"}})
+    p = run_profile.for_container(plan, "root", {"PATH": "/opt/venv/bin"})
+    j = p.to_json()
+    assert j["shm_size"] == "8g" and j["ulimits"]["memlock"] == {"soft": -1, "hard": -1}
+    assert j["gpu_access"] == "devices" and j["gpus"] == [0] and j["user"] == "65534:65534"
+    assert j["environment"]["PATH"] == "/usr/local/nvidia/bin:/opt/venv/bin"
+    assert j["environment"]["NCCL_NVLS_ENABLE"] == "0" and j["network"] == "none"
+    assert p.docker_kwargs()["devices"] == ["/dev/nvidia0:/dev/nvidia0:rwm"]
+
+
+def test_certification_starts_the_payload_with_the_ulimits_and_records_the_profile(matrix):
+    from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report, _stack as st
+
+    from envgen.certify import certify
+    from envgen.host import HostGpus
+    s = st(matrix, "pytorch-cu121")
+    c = FakeClient(FakeImage(s, {"NVIDIA_REQUIRE_CUDA": s.require_cuda}),
+                   FakeContainer(_report()))
+    cert = certify(c, "envgen/test:1", HostGpus(None, ()), gpus="auto", matrix=matrix,
+                   measure="full")
+    kw = c.create_kwargs
+    assert [u.name for u in kw["ulimits"]] == ["memlock", "stack"] and kw["shm_size"] == "8g"
+    assert cert["run_profile"] == run_profile.for_container(GpuPlan("none"), "envgen",
+                                                            {}).to_json()
+    assert kw["command"][-2:] == ["--measure", "full"]
+    assert cert["profile"] == "full" and cert["params"]["measure"] == "full"
+
+
+@pytest.fixture
+def matrix():
+    from envgen.matrix import load_matrix
+    return load_matrix()
+
+
+def out(capsys, *argv):
+    code = main(list(argv))
+    o = capsys.readouterr()
+    assert code == 0, o.err
+    return o.out
+
+
+def test_envgen_profile_docker_is_one_pasteable_line(capsys):
+    line = out(capsys, "profile", "pytorch-cu121")
+    words = shlex.split(line)
+    assert words[:3] == ["docker", "run", "--rm"] and words[3:9] == HABITS
+    assert words[words.index("--gpus") + 1] == "all" and words[words.index("--user") + 1] == \
+        "envgen"
+    assert words[-1] == "envgen/pytorch-cu121:2.4.1-py3.11-debian-bookworm"
+    assert "--network" not in words     # a training job reaches its data; certification has none
+
+
+def test_envgen_profile_compose_and_kubernetes(capsys):
+    svc = yaml.safe_load(out(capsys, "profile", "pytorch-cu121", "--format", "compose",
+                             "--gpus", "0,1"))["services"]["pytorch-cu121"]
+    assert svc["shm_size"] == "8g" and svc["ulimits"] == {"memlock": -1, "stack": 67108864}
+    dev = svc["deploy"]["resources"]["reservations"]["devices"][0]
+    assert dev == {"driver": "nvidia", "device_ids": ["0", "1"],
+                   "capabilities": ["gpu", "compute", "utility"]}
+    text = out(capsys, "profile", "pytorch-cu121", "--format", "kubernetes")
+    assert text.startswith("# a pod spec cannot set ulimits (memlock=-1, stack=67108864)")
+    pod = yaml.safe_load(text)["spec"]
+    (ctr,) = pod["containers"]
+    assert ctr["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert ctr["securityContext"]["runAsUser"] == 10001
+    assert ctr["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                            "sizeLimit": "8Gi"}}]
+
+
+def test_envgen_profile_of_a_cpu_stack_has_no_gpu_and_json_is_the_profile(capsys):
+    assert "--gpus" not in out(capsys, "profile", "jax-cpu")
+    doc = json.loads(out(capsys, "profile", "pytorch-cu121", "--gpus", "none", "--json"))
+    assert doc["schema_version"] == 1 and doc["run_profile"]["gpu_access"] == "none"
+    assert doc["run_profile"]["shm_size"] == "8g" and doc["text"].startswith("docker run")
+
+
+@pytest.mark.parametrize("argv", [
+    ["profile", "pytorch-cu121", "--gpus", "0;reboot"],
+    ["profile", "pytorch-cu121", "--format", "helm"],
+    ["profile", "no-such-stack-$(reboot)"],
+])
+def test_envgen_profile_hostile_input_is_exit_2(capsys, argv, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3
+
+
+def test_a_daemon_that_cannot_set_an_rlimit_gets_the_profile_without_it_noted():
+    err = ("HTTP 500: OCI runtime create failed: runc create failed: error setting rlimits "
+           "for ready process: error setting rlimit type 8: operation not permitted")
+    tried = []
+
+    def start(p):
+        tried.append([n for n, _, _ in p.ulimits])
+        if any(n == "memlock" for n, _, _ in p.ulimits):
+            raise RuntimeError(err)
+        return "ran"
+    p, result = run_profile.settle(run_profile.Profile(), start)
+    assert result == "ran" and tried == [["memlock", "stack"], ["stack"]]
+    assert p.refused == ("memlock",) and p.to_json()["ulimits_refused"] == ["memlock"]
+    assert "memlock" not in p.to_json()["ulimits"]
+    assert "--ulimit memlock=-1" in run_profile.refusal_fix(p)
+    assert run_profile.refusal_fix(run_profile.Profile()) is None
+    from envgen import diagnose
+    assert diagnose.advice({"run_profile": p.to_json()})[0].startswith(
+        "run profile: this host's Docker daemon could not set --ulimit memlock=-1")
+
+
+def test_other_errors_are_not_retried():
+    def start(p):
+        raise RuntimeError("no such image")
+    with pytest.raises(RuntimeError, match="no such image"):
+        run_profile.settle(run_profile.Profile(), start)
+    # an rlimit error that names no type: every ulimit goes
+    assert run_profile.refused_by("error setting rlimit", run_profile.Profile()) == {
+        "memlock", "stack"}
