@@ -46,10 +46,19 @@ def inspect_target(c, ref: str) -> Target:
                          f"`envgen build SPEC`)")
     cfg = img.attrs.get("Config") or {}
     labels = cfg.get("Labels") or {}
+    stack = stack_from_labels(labels, f"image {ref}")
+    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
+    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
+                  tuple(img.attrs.get("RepoDigests") or ()))
+
+
+def stack_from_labels(labels: dict, what: str) -> Stack:
+    """The Stack an image's (or a SIF's) io.envgen.stack label carries, checked as a lock's
+    stack is (a label is as untrusted); InputError naming `what` otherwise."""
     if "io.envgen.stack" not in labels:
-        raise InputError(f"image {ref} has no io.envgen.stack label: it was not built by "
+        raise InputError(f"{what} has no io.envgen.stack label: it was not built by "
                          f"envgen, so there is no stack to certify against")
-    from .lockfile import stack_problems   # a label is as untrusted as a lock: same checks
+    from .lockfile import stack_problems
     raw = labels["io.envgen.stack"]
     try:
         data = json.loads(raw) if isinstance(raw, str) and len(raw) < 1 << 20 else None
@@ -57,12 +66,9 @@ def inspect_target(c, ref: str) -> Target:
         data = None
     problems = stack_problems(data) if data is not None else ["not JSON"]
     if problems:
-        raise InputError(f"image {ref}: its io.envgen.stack label is not a stack envgen "
+        raise InputError(f"{what}: its io.envgen.stack label is not a stack envgen "
                          f"wrote ({problems[0]})")
-    stack = Stack.from_json(data)
-    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
-    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
-                  tuple(img.attrs.get("RepoDigests") or ()))
+    return Stack.from_json(data)
 
 
 def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
@@ -174,6 +180,27 @@ def check_lines(progress):
     return on_line
 
 
+def payload_argv(st: Stack, payload: str, require: str, timeout: int,
+                 steps: int | None = None, multi_gpu: bool = False) -> list[str]:
+    """The payload's command line: the versions the stack promises, the level asked for,
+    and its own time limit (30 s inside the run's)."""
+    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
+    if dict(st.base.provides).get(st.framework_package):
+        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
+    if st.builds_on:   # the base framework and everything over it, as installed
+        pins = {**dict(st.packages), **dict(st.base.provides)}
+        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
+                 if n in pins and pins[n][:1].isdigit()}
+        expect["packages"] = exact
+    cmd = ["python", payload, "--expect", json.dumps(expect),
+           "--require", require, "--timeout", str(max(30, timeout - 30))]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    if multi_gpu:
+        cmd.append("--multi-gpu")
+    return cmd
+
+
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
             timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
             matrix=None, tags: tuple[str, ...] = (), progress=None) -> dict:
@@ -188,20 +215,7 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     plan = gpu_access.plan(indices, access, info)
     st = target.stack
     payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
-    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
-    if dict(st.base.provides).get(st.framework_package):
-        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
-    if st.builds_on:   # the base framework and everything over it, as installed
-        pins = {**dict(st.packages), **dict(st.base.provides)}
-        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
-                 if n in pins and pins[n][:1].isdigit()}
-        expect["packages"] = exact
-    cmd = ["python", payload, "--expect", json.dumps(expect),
-           "--require", "cuda" if indices else "cpu", "--timeout", str(max(30, timeout - 30))]
-    if steps:
-        cmd += ["--steps", str(steps)]
-    if multi_gpu:
-        cmd.append("--multi-gpu")
+    cmd = payload_argv(st, payload, "cuda" if indices else "cpu", timeout, steps, multi_gpu)
     kwargs = dict(plan.run_kwargs)
     kwargs.pop("environment", None)
     env = container_env(plan, target.env)
