@@ -43,6 +43,15 @@ def dockerquote(value) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+def labelvalue(value) -> str:
+    """An Apptainer %labels value: the rest of its line, taken as it is (JSON included)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
+                                                           separators=(",", ":"))
+    if "\n" in text or "\r" in text or "\x00" in text:
+        raise ValueError("refusing a line break in an Apptainer label")
+    return text
+
+
 class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates under ENVGEN_HOME, used only while the folder and the file are
     this user's and writable by no one else (the cache holds code). Jinja checks each
@@ -82,5 +91,5 @@ def environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(sh=sh, token=token, dockerquote=dockerquote)
+    env.filters.update(sh=sh, token=token, dockerquote=dockerquote, labelvalue=labelvalue)
     return env
