@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import threading
 from pathlib import Path
@@ -104,11 +105,18 @@ def check_sif(path: Path) -> Path:
             raise InputError(f"{path}: no such SIF file" if not p.exists() else
                              f"{path}: not a regular file")
         with open(p, "rb") as f:
-            head = f.read(64)
+            head = f.read(128)
+            size = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
     if head[32:41] != SIF_MAGIC:
         raise InputError(f"{path}: not a SIF file (no SIF header)")
+    # The global header's data offset and size (little-endian int64s at 112 and 120):
+    # a file shorter than their sum lost its end.
+    end = sum(struct.unpack("<2q", head[112:128])) if len(head) == 128 else None
+    if end is None or size < end:
+        raise InputError(f"{path}: a truncated SIF ({size} bytes of the "
+                         f"{end if end is not None else 'more than 128'} its header names)")
     return p
 
 

@@ -45,7 +45,11 @@ def check_output(out: str) -> Path:
     return p
 
 
-def make_sif(c, ref: str, out: str, timeout: int = 1800, progress=None) -> dict:
+COMPRESSIONS = ("gzip", "lz4", "zstd")   # gzip: what every kernel and squashfuse reads
+
+
+def make_sif(c, ref: str, out: str, timeout: int = 1800, compression: str = "gzip",
+             progress=None) -> dict:
     """Build the SIF of image `ref` at `out` (replaced only once the new one is whole)."""
     say = progress or (lambda _m: None)
     target = inspect_target(c, ref)
@@ -64,10 +68,12 @@ def make_sif(c, ref: str, out: str, timeout: int = 1800, progress=None) -> dict:
                                      f"({e.strerror or e})") from None
         (work / "image.def").write_text(DEFINITION.format(image_id=target.image_id,
                                                           stack=target.stack.stack))
-        say(f"building the SIF with apptainer {version}")
+        say(f"building the SIF with apptainer {version} ({compression})")
+        squash = [] if compression == "gzip" else ["--mksquashfs-args", f"-comp {compression}"]
         try:
             code, stdout, stderr = apptainer.run(
-                ["build", "--force", "out.sif", "image.def"], timeout, binds=(tmp,), cwd=tmp)
+                ["build", "--force", *squash, "out.sif", "image.def"], timeout, binds=(tmp,),
+                cwd=tmp)
         except TimeoutError:
             raise BuildFailed(f"apptainer build did not finish within {timeout} s") from None
         built = work / "out.sif"
@@ -85,5 +91,5 @@ def make_sif(c, ref: str, out: str, timeout: int = 1800, progress=None) -> dict:
             os.replace(part, dest)
     return {"sif": str(dest), "sha256": f"sha256:{digest}", "size_bytes": size,
             "image_id": target.image_id, "image_tags": sorted(target.tags),
-            "stack": target.stack.stack, "apptainer": version,
+            "stack": target.stack.stack, "apptainer": version, "compression": compression,
             "seconds": round(time.monotonic() - started, 2)}

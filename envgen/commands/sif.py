@@ -12,6 +12,7 @@ def run(args) -> int:
     c = engine.client()
     from .certify import _target
     res = make_sif(c, _target(c, as_ref, as_spec), args.output, timeout=args.timeout,
+                   compression=args.compression,
                    progress=progress_for(args))
     if args.json:
         out_json(res)
