@@ -57,6 +57,12 @@ class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
     this user's and writable by no one else (the cache holds code). Jinja checks each
     entry against its template's source, so an edited template compiles afresh."""
 
+    def get_bucket(self, environment, name, filename, source):
+        # The report's autoescaping overlay compiles the same source to other code: one
+        # entry per setting, or a plain compile would be loaded for the HTML page.
+        mode = "escaped" if environment.autoescape else "plain"
+        return super().get_bucket(environment, f"{name}\x00{mode}", filename, source)
+
     def load_bytecode(self, bucket) -> None:
         from ..matrix.cache import _private
         path = Path(self._get_cache_filename(bucket))
