@@ -68,6 +68,9 @@ mount --rbind /dev "$root/dev"
 for ((i = 0; i < n; i++)); do
   src=$1; shift
   [ -e "$src" ] || continue
+  # the real path: a symbolic link in it (/var/run -> /run) would be followed under the
+  # root file system too, and an absolute one out of it
+  src=$(readlink -f -- "$src")
   case "$src" in /) continue ;; /*) ;; *) continue ;; esac
   if [ -d "$src" ]; then mkdir -p "$root$src"; else mkdir -p "$root$(dirname "$src")"; touch "$root$src"; fi
   mount --rbind "$src" "$root$src"
