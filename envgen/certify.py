@@ -39,10 +39,19 @@ def inspect_target(c, ref: str) -> Target:
                          f"`envgen build SPEC`)")
     cfg = img.attrs.get("Config") or {}
     labels = cfg.get("Labels") or {}
+    stack = stack_from_labels(labels, f"image {ref}")
+    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
+    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
+                  tuple(img.attrs.get("RepoDigests") or ()))
+
+
+def stack_from_labels(labels: dict, what: str) -> Stack:
+    """The Stack an image's (or a SIF's) io.envgen.stack label carries, checked as a lock's
+    stack is (a label is as untrusted); InputError naming `what` otherwise."""
     if "io.envgen.stack" not in labels:
-        raise InputError(f"image {ref} has no io.envgen.stack label: it was not built by "
+        raise InputError(f"{what} has no io.envgen.stack label: it was not built by "
                          f"envgen, so there is no stack to certify against")
-    from .lockfile import stack_problems   # a label is as untrusted as a lock: same checks
+    from .lockfile import stack_problems
     raw = labels["io.envgen.stack"]
     try:
         data = json.loads(raw) if isinstance(raw, str) and len(raw) < 1 << 20 else None
@@ -50,12 +59,9 @@ def inspect_target(c, ref: str) -> Target:
         data = None
     problems = stack_problems(data) if data is not None else ["not JSON"]
     if problems:
-        raise InputError(f"image {ref}: its io.envgen.stack label is not a stack envgen "
+        raise InputError(f"{what}: its io.envgen.stack label is not a stack envgen "
                          f"wrote ({problems[0]})")
-    stack = Stack.from_json(data)
-    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
-    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
-                  tuple(img.attrs.get("RepoDigests") or ()))
+    return Stack.from_json(data)
 
 
 def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
@@ -157,11 +163,12 @@ def check_lines(progress):
     return on_line
 
 
-def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
-                    multi_gpu: bool = False, measure: str = "basic") -> tuple[str, list[str]]:
-    """The payload's path in the image and the command that runs it, checking what the
-    stack pins. The same for a container envgen starts and a Kubernetes pod's."""
-    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
+def payload_argv(st: Stack, payload: str, require: str, timeout: int,
+                 steps: int | None = None, multi_gpu: bool = False,
+                 measure: str = "basic") -> list[str]:
+    """The payload's command line: the versions the stack promises, the level asked for,
+    and its own time limit (30 s inside the run's). Docker, Apptainer and a Kubernetes pod
+    run the same one."""
     expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
     if dict(st.base.provides).get(st.framework_package):
         expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
@@ -171,14 +178,22 @@ def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
                  if n in pins and pins[n][:1].isdigit()}
         expect["packages"] = exact
     cmd = ["python", payload, "--expect", json.dumps(expect),
-           "--require", "cuda" if cuda else "cpu", "--timeout", str(max(30, timeout - 30))]
+           "--require", require, "--timeout", str(max(30, timeout - 30))]
     if steps:
         cmd += ["--steps", str(steps)]
     if multi_gpu:
         cmd.append("--multi-gpu")
     if measure == "full":
         cmd += ["--measure", "full"]
-    return payload, cmd
+    return cmd
+
+
+def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
+                    multi_gpu: bool = False, measure: str = "basic") -> tuple[str, list[str]]:
+    """The payload's path in an envgen image and the command that runs it."""
+    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
+    return payload, payload_argv(st, payload, "cuda" if cuda else "cpu", timeout, steps,
+                                 multi_gpu, measure)
 
 
 def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",

@@ -334,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("certify", parents=[json_flag, host],
                        help="run the smoke-training payload in an image")
     c.add_argument("target", metavar="IMAGE|SPEC", nargs="?",
-                   help="an image reference or id, or a spec whose built image to certify "
-                        "(default: the stack of ./envgen.yaml)")
+                   help="an image reference or id, a spec whose built image to certify, or "
+                        "a FILE.sif (run with apptainer) (default: the stack of "
+                        "./envgen.yaml)")
     c.add_argument("--gpus", default="auto", help="all, none, auto (default) or 0,1")
     c.add_argument("--gpu-access", choices=["auto", "toolkit", "cdi", "devices"],
                    default="auto", help="how GPUs reach the container")
@@ -349,6 +350,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "host-to-device bandwidth, loader rates, memory peaks (another "
                         "certificate)")
     c.set_defaults(func=_later("certify"))
+
+    sf = sub.add_parser("sif", parents=[json_flag, host],
+                        help="an Apptainer SIF of a built image, for HPC sites")
+    sf.add_argument("target", metavar="IMAGE|SPEC", nargs="?",
+                    help="an envgen-built image, or a spec whose built image to convert "
+                         "(default: the stack of ./envgen.yaml)")
+    sf.add_argument("-o", "--output", required=True, metavar="FILE", type=_path,
+                    help="the SIF file to write (replaced once the new one is whole)")
+    sf.add_argument("--timeout", type=_whole(60, 86400, "seconds"), default=1800,
+                    help="seconds apptainer build may take (60 to 86400; default 1800)")
+    sf.add_argument("--compression", choices=["gzip", "lz4", "zstd"], default="gzip",
+                    help="the squashfs compression: gzip (default: every kernel and "
+                         "squashfuse reads it), or lz4 (about 3x faster to build, larger)")
+    sf.set_defaults(func=_later("sif"))
 
     cs = sub.add_parser("certs", help="stored certificates")
     css = cs.add_subparsers(dest="action", required=True, parser_class=_Parser)

@@ -37,6 +37,8 @@ ENVIRONMENT = {
     "ENVGEN_REVISION": "the commit the image is built from, for the OCI revision label; in "
                        "GitHub Actions taken from GITHUB_SHA",
     "ENVGEN_PROJECT": "the project file to read instead of ./envgen.yaml; '' for none",
+    "ENVGEN_APPTAINER": "the program to run apptainer with (default: apptainer on PATH; "
+                        "tools/apptainer.sh on Debian 12)",
     "ENVGEN_REFRESH_BACKOFF": "seconds between retries of matrix refresh's index requests "
                               "(default 1)",
 }
@@ -78,6 +80,7 @@ EXAMPLES = {
     "render": "envgen render pytorch-cu121 -o ctx/",
     "build": "envgen build pytorch-cu121 --certify --tag registry.example.com/team/torch:2.3",
     "certify": "envgen certify envgen/pytorch-cu121:2.3.1 --gpus all",
+    "sif": "envgen sif jax-cpu -o jax-cpu.sif",
     "certs": "envgen certs list",
     "certs list": "envgen certs list --json",
     "certs show": "envgen certs show envgen/pytorch-cu121:2.3.1",

@@ -19,7 +19,7 @@ from envgen.cli import main
 from envgen.matrix import load_matrix
 
 GOLDEN = Path(__file__).parent / "golden"
-FILES = ("Dockerfile", "requirements.txt", "environment.yml",
+FILES = ("Dockerfile", "apptainer.def", "requirements.txt", "environment.yml",
          "install/3-framework/requirements.txt", "base/build-base.sh")
 UPDATE = os.environ.get("ENVGEN_UPDATE_GOLDEN") == "1"
 MATRIX = load_matrix()

@@ -40,3 +40,20 @@ def test_a_cache_others_can_write_is_not_read(tmp_path):
         assert all(f.read_bytes() == b"not bytecode" for f in folder.glob("__jinja2_*"))
     finally:
         folder.chmod(0o700)
+
+
+def test_an_escaping_environment_never_loads_a_plain_compile(tmp_path):
+    import jinja2
+
+    from envgen.render.env import _PrivateBytecodeCache
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "x.j2").write_text("{{ v }}")
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+
+    def env(escape: bool) -> jinja2.Environment:
+        return jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path / "t")),
+                                  bytecode_cache=_PrivateBytecodeCache(str(cache)),
+                                  autoescape=escape)
+    assert env(False).get_template("x.j2").render(v="<b>") == "<b>"
+    assert env(True).get_template("x.j2").render(v="<b>") == "&lt;b&gt;"

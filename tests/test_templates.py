@@ -12,7 +12,7 @@ from envgen.render import environment, template_dir
 from envgen.render.env import dockerquote, sh, token
 
 TEMPLATES = sorted(p.name for p in template_dir().glob("*.j2"))
-QUOTING = {"sh", "token", "dockerquote", "tojson"}
+QUOTING = {"sh", "token", "dockerquote", "tojson", "labelvalue"}
 VERSION_LIKE = re.compile(r"(?<![\w.])\d+\.\d+(\.\d+)*(?![\w.])")
 # View values that are constants of envgen itself, not matrix data: safe bare. (`name` in
 # Dockerfile.j2 is an ENV/LABEL key, a literal in views.py.)

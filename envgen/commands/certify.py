@@ -20,12 +20,17 @@ def check_inputs(args):
 
 
 def run_certify(args, c, ref: str, matrix, hg, tags: tuple[str, ...] = ()) -> dict:
-    """Certify and store. A store that fails at the end (disk full since the check) does
-    not lose the run: the certificate is printed with the error."""
+    """Certify and store."""
     cert = certify(c, ref, hg, gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
                    timeout=getattr(args, "timeout", 900), steps=getattr(args, "steps", None),
                    multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags,
                    progress=progress_for(args), measure=getattr(args, "measure", "basic"))
+    return store(cert)
+
+
+def store(cert: dict) -> dict:
+    """`cert` saved, with `_path` where. A store that fails at the end (disk full since the
+    check) does not lose the run: the certificate is printed with the error."""
     try:
         path = certs.save(cert)
     except OSError as e:
@@ -46,13 +51,21 @@ def _target(c, as_ref: str | None, as_spec: str | None) -> str:
     return as_spec
 
 
-def run(args) -> int:
-    hg = check_inputs(args)
-    m = load_matrix_for(args)
-    as_ref, as_spec = ref_or_spec(args, m, args.target)
-    c = engine.client()
-    ref = _target(c, as_ref, as_spec)
-    cert = run_certify(args, c, ref, m, hg)
+def is_sif(target: str | None) -> bool:
+    """Whether IMAGE|SPEC names a SIF file: a name ending in .sif, or a file that exists
+    (an image reference or a spec is never a path to a file)."""
+    import os
+    return bool(target) and (target.lower().endswith(".sif") or os.path.isfile(target))
+
+
+def run_sif(args, hg) -> int:
+    from ..certify_sif import certify_sif
+    cert = certify_sif(args.target, hg, gpus=args.gpus, timeout=args.timeout,
+                       steps=args.steps, progress=progress_for(args))
+    return report(args, store(cert), args.target)
+
+
+def report(args, cert: dict, ref: str) -> int:
     if args.json:
         out_json(cert)
     else:
@@ -63,3 +76,17 @@ def run(args) -> int:
             return CheckFailed.exit_code
         raise CheckFailed(f"certification of {ref} failed")
     return 0
+
+
+def run(args) -> int:
+    hg = check_inputs(args)
+    if is_sif(args.target):
+        if args.multi_gpu:
+            from ..errors import InputError
+            raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
+        return run_sif(args, hg)
+    m = load_matrix_for(args)
+    as_ref, as_spec = ref_or_spec(args, m, args.target)
+    c = engine.client()
+    ref = _target(c, as_ref, as_spec)
+    return report(args, run_certify(args, c, ref, m, hg), ref)

@@ -43,10 +43,25 @@ def dockerquote(value) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+def labelvalue(value) -> str:
+    """An Apptainer %labels value: the rest of its line, taken as it is (JSON included)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
+                                                           separators=(",", ":"))
+    if "\n" in text or "\r" in text or "\x00" in text:
+        raise ValueError("refusing a line break in an Apptainer label")
+    return text
+
+
 class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates under ENVGEN_HOME, used only while the folder and the file are
     this user's and writable by no one else (the cache holds code). Jinja checks each
     entry against its template's source, so an edited template compiles afresh."""
+
+    def get_bucket(self, environment, name, filename, source):
+        # The report's autoescaping overlay compiles the same source to other code: one
+        # entry per setting, or a plain compile would be loaded for the HTML page.
+        mode = "escaped" if environment.autoescape else "plain"
+        return super().get_bucket(environment, f"{name}\x00{mode}", filename, source)
 
     def load_bytecode(self, bucket) -> None:
         from ..matrix.cache import _private
@@ -82,5 +97,5 @@ def environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(sh=sh, token=token, dockerquote=dockerquote)
+    env.filters.update(sh=sh, token=token, dockerquote=dockerquote, labelvalue=labelvalue)
     return env

@@ -185,6 +185,19 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
     }
 
 
+def apptainer_view(stack: Stack, closure: Closure, base_ref: str | None = None) -> dict:
+    """The Apptainer definition: the Dockerfile's base, pip layers, payload and labels."""
+    d = dockerfile_view(stack, closure, base_ref)
+    pip = [x for x in d["layers"] if x["pip_step"]]
+    files = [*(f"install/{x['dir']}/requirements.txt" for x in pip), *d["copied"]]
+    env = [("VIRTUAL_ENV", "/opt/venv"),
+           ("PYTHONUNBUFFERED", "1"), ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), *d["env"]]
+    return {**d, "layers": pip, "files": files, "stage": SRC_MOUNT, "env": env,
+            "bootstrap": "docker-daemon" if stack.base.kind == "local" else "docker",
+            "unhashed": any(x["unhashed"] for x in pip),
+            "project_extras": len(pip) != len(d["layers"])}
+
+
 APT_LIST = "/tmp/envgen-apt.list"
 APT_LOG = "/tmp/envgen-apt-log"
 
@@ -292,6 +305,8 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
         ".dockerignore": "".join(f"{p}\n" for p in CONTEXT_IGNORE),
         "requirements.txt": req.render(**requirements_view(stack, closure)),
         "environment.yml": env.get_template("environment.yml.j2").render(**conda_view(stack)),
+        "apptainer.def": env.get_template("apptainer.def.j2").render(
+            **apptainer_view(stack, closure, base_ref)),
         "stack.json": json.dumps(stack.to_json(), indent=2, sort_keys=True) + "\n",
         "closure.json": json.dumps(closure.to_json(), indent=1) + "\n",
     }
