@@ -34,6 +34,12 @@ def token(value) -> str:
     return text
 
 
+def env_prefix(command: str, pairs) -> str:
+    """`command` after the variables a source build reads (`DS_BUILD_OPS=0 pip`), each a
+    plain token, so a shell line can set them for that one command."""
+    return "".join(f"{token(k)}={token(v)} " for k, v in pairs) + command
+
+
 def dockerquote(value) -> str:
     """A double-quoted Dockerfile string (LABEL/ENV): escape backslash, quote and `$`."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
@@ -97,5 +103,6 @@ def environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(sh=sh, token=token, dockerquote=dockerquote, labelvalue=labelvalue)
+    env.filters.update(sh=sh, token=token, dockerquote=dockerquote, labelvalue=labelvalue,
+                       env_prefix=env_prefix)
     return env
