@@ -17,7 +17,7 @@ echo "driver $DRIVER, $NGPU GPU(s), torch $TV, python $PY ($(command -v python3)
 step "docker engine"
 mkdir -p /tmp/dk && tar xJf .dk/docker-bin.tar.xz -C /tmp/dk
 export PATH=/tmp/dk/usr/bin:/tmp/dk/usr/sbin:$PATH ENVGEN_DOCKER=/tmp/dk/usr/bin/docker
-(LD_LIBRARY_PATH=/tmp/dk/lib setsid dockerd --data-root /tmp/dockerdata --iptables=false \
+docker info >/dev/null 2>&1 || (LD_LIBRARY_PATH=/tmp/dk/lib setsid dockerd --data-root /tmp/dockerdata --iptables=false \
     --bridge=none >/tmp/dockerd.log 2>&1 &)
 for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
 docker version --format 'docker {{.Server.Version}}' || { tail -20 /tmp/dockerd.log; exit 1; }
@@ -26,6 +26,8 @@ step "framework base from this host's own install (torch $TV)"
 BASE_TAG="envgen/host-framework:torch-$TBASE-$TLOCAL"
 mkdir -p /tmp/fw-extra/tmp && chmod 1777 /tmp/fw-extra/tmp
 VENV_BIN=$(dirname "$(command -v python3)")
+# made once per machine: a second script in the same call reuses it
+docker image inspect "$BASE_TAG" >/dev/null 2>&1 || \
 tar -C / --exclude=usr/local/nvidia --exclude=usr/share/doc --exclude=usr/share/man \
     -cf - usr lib lib64 bin sbin etc opt/torch -C /tmp/fw-extra tmp 2>/dev/null \
   | docker import -c "ENV PATH=$VENV_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
@@ -67,7 +69,8 @@ if ls .ds/deepspeed-*.tar.gz >/dev/null 2>&1; then
     > /tmp/ds-ctx/Dockerfile
   DSV=$(ls .ds/deepspeed-*.tar.gz | sed 's/.*deepspeed-\(.*\)\.tar\.gz/\1/')
   DS_BASE="$BASE_TAG-deepspeed-$DSV"
-  docker build -q --network none -t "$DS_BASE" /tmp/ds-ctx || DS_BASE=""
+  docker image inspect "$DS_BASE" >/dev/null 2>&1 || \
+    docker build -q --network none -t "$DS_BASE" /tmp/ds-ctx || DS_BASE=""
   # the same files natively, for the native run of the payload
   DS_BUILD_OPS=0 python3 -m pip install -q --no-index --no-deps --no-build-isolation \
       --no-compile --target /tmp/ds-site .ds/*.whl .ds/deepspeed-*.tar.gz || true
