@@ -38,7 +38,8 @@ timed() {   # timed NAME COMMAND...: stdout to $OUT/NAME.json, seconds to $OUT/N
   echo "$name: exit $rc, $(cat "$OUT/$name.seconds") s"
 }
 step "certify: level cpu, level cuda, level cuda --measure full"
-timed habits-cert-cpu envgen --matrix $M certify "$IMG" --gpus none --timeout 300 --json
+# HABITS_CPU=0 leaves out the level-cpu run (measured on any machine without a GPU)
+[ "${HABITS_CPU:-1}" = 1 ] && timed habits-cert-cpu envgen --matrix $M certify "$IMG" --gpus none --timeout 300 --json
 timed habits-cert-cuda envgen --matrix $M certify "$IMG" --gpus 0 --timeout 300 --json
 timed habits-cert-full envgen --matrix $M certify "$IMG" --gpus 0 --measure full --timeout 300 --json
 
@@ -64,8 +65,8 @@ for name, cmd in (("default-shm", default), ("profile-shm", argv)):
     print(f"{name}: exit {r.returncode}, dataloader passed {dl['passed']}: {dl['detail'][:200]}")
 PY
 
-step "container start to import torch, and to the first CUDA kernel (5 runs)"
-for i in 1 2 3 4 5; do
+step "container start to import torch, and to the first CUDA kernel (${STARTUP_RUNS:-5} runs)"
+for i in $(seq "${STARTUP_RUNS:-5}"); do
   s=$(date +%s.%N)
   envgen --matrix $M run --gpus 0 --no-mount --no-network "$IMG" -- python -c \
     "import torch; torch.ones(1, device='cuda').add_(1); torch.cuda.synchronize()" \
