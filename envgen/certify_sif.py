@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from . import __version__, apptainer, certs, state
-from .certify import NCCL_ENV, _report, check_lines, gpu_indices, payload_argv, \
-    stack_from_labels
+from .certify import _report, check_lines, gpu_indices, payload_argv, stack_from_labels
 from .errors import CheckFailed
+from .run_profile import NCCL_ENV
 from .host import HostGpus
 from .render.views import UID
 from .sif import sha256_of
