@@ -525,8 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "passing ones stored; exit 1 unless every task passed")
     fl.add_argument("--resubmit-failed", metavar="DIR", type=_path,
                     help="with --slurm: resubmit only the failed and timed-out tasks")
-    fl.add_argument("--engine", choices=["docker"], default="docker",
-                    help="what runs the image in each Slurm task (default docker)")
+    fl.add_argument("--engine", choices=["docker", "apptainer"], default="docker",
+                    help="what runs the image in each Slurm task (default docker; "
+                         "apptainer certifies each stack's `sif:`)")
     fl.set_defaults(func=_later("fleet"))
 
     ci = sub.add_parser("ci", help="CI files: a GitHub workflow, a docker-bake.json or a "

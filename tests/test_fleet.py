@@ -134,6 +134,33 @@ def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp
     assert argv(tasks[2], python="py")[argv(tasks[2], "py").index("--gpus") + 1] == "none"
 
 
+SIF_FLEET = GOOD.replace("stacks: [pytorch-cu121, jax-cuda12]",
+                         "stacks:\n  - {spec: jax-cuda12, sif: /shared/sif/jax-cuda12.sif}")
+
+
+def test_the_apptainer_engine_certifies_each_stacks_sif(tmp_path):
+    f = fleet_of(tmp_path, SIF_FLEET)
+    slurm.write(f, tmp_path / "run", engine="apptainer")
+    tasks = json.loads((tmp_path / "run/tasks.json").read_text())["tasks"]
+    assert {t["engine"] for t in tasks} == {"apptainer"}
+    assert argv(tasks[0], python="py")[-2:] == ["--", "/shared/sif/jax-cuda12.sif"]
+    assert argv({**tasks[0], "engine": "docker"}, python="py")[-2:] == ["--", "jax-cuda12"]
+
+
+def test_the_apptainer_engine_refuses_a_stack_without_a_sif_at_its_line(tmp_path):
+    from envgen.errors import InputError
+    with pytest.raises(InputError) as e:
+        slurm.write(fleet_of(tmp_path, GOOD), tmp_path / "run", engine="apptainer")
+    assert e.value.line == 1 and "envgen sif" in e.value.message
+
+
+@pytest.mark.parametrize("sif", ["relative.sif", "/a/../etc/x.sif", "/x/-$(id).sif",
+                                 "/x/a b.sif", "/x/notsif", "-x.sif"])
+def test_a_sif_that_is_not_a_plain_absolute_path_is_refused(tmp_path, sif):
+    text = SIF_FLEET.replace("/shared/sif/jax-cuda12.sif", json.dumps(sif))
+    assert any("sif" in p and p.startswith("2:") for p in problems(tmp_path, text))
+
+
 def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
     f = fleet_of(tmp_path, GOOD, name="fleet.yaml\ntouch pwned #")
     slurm.write(f, tmp_path / "run")

@@ -34,6 +34,7 @@ def _safe_path(p: Path, what: str) -> str:
 
 def task_table(fleet: Fleet, engine: str) -> list[dict]:
     return [{"index": t.index, "name": t.name, "spec": t.stack.spec, "image": t.stack.image,
+             "sif": t.stack.sif,
              "stack": t.resolved.stack, "target": t.target.name,
              "partition": t.target.partition, "gpus": t.target.gpus,
              "time": t.target.slurm_time, "level": t.target.level, "steps": t.target.steps,
@@ -44,6 +45,12 @@ def task_table(fleet: Fleet, engine: str) -> list[dict]:
 def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
     """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target."""
     from ..files import write_atomic
+    if engine == "apptainer":   # each task certifies a SIF on the shared file system
+        bare = next((s for s in fleet.stacks if not s.sif), None)
+        if bare is not None:
+            raise InputError(f"stack {bare.spec!r} has no `sif:`; the apptainer engine "
+                             f"certifies a SIF (make one with `envgen sif IMAGE -o FILE.sif`)",
+                             file=fleet.path, line=bare.line)
     missing = [t for t in fleet.targets if not t.partition]
     if missing:
         raise InputError(f"target {missing[0].name!r} has no `partition:` (Slurm needs one)",

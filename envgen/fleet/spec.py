@@ -18,7 +18,9 @@ TIME = re.compile(r"(?:(\d{1,3})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?")
 LEVELS = ("cuda", "cpu")
 MAX_SECONDS = 7 * 86400
 TARGET_KEYS = {"name", "partition", "gpu_product", "gpus", "time", "level", "steps"}
-STACK_KEYS = {"spec", "image"}
+STACK_KEYS = {"spec", "image", "sif"}
+# a SIF on the cluster's shared file system, for the apptainer engine: a plain absolute path
+SIF_PATH = re.compile(r"/(?!.*(?:^|/)\.\.(?:/|$))[A-Za-z0-9_./+-]{1,400}\.sif")
 
 
 def gfd_product(nvidia_smi_name: str) -> str:
@@ -65,6 +67,7 @@ class FleetStack:
     spec: str                 # as written: a stack name or a spec
     image: str | None         # an image reference to certify instead of the spec's tag
     line: int
+    sif: str | None = None    # the SIF the apptainer engine certifies (envgen sif made it)
 
 
 @dataclass(frozen=True)
@@ -190,10 +193,14 @@ def _stack(s, at, problems) -> FleetStack | None:
         for extra in sorted(set(s) - STACK_KEYS):
             problems.append((_line(s, extra, at), f"unknown key {shown(extra)} (a stack is a "
                                                   f"name or spec, or has spec and image)"))
-        spec, image = s.get("spec"), s.get("image")
+        spec, image, sif = s.get("spec"), s.get("image"), s.get("sif")
         where = _line(s, "spec", at)
     else:
-        spec, image, where = s, None, at
+        spec, image, sif, where = s, None, None, at
+    if sif is not None and not (isinstance(sif, str) and SIF_PATH.fullmatch(sif)):
+        problems.append((_line(s, "sif", at), f"sif {shown(sif)} is not an absolute path to a "
+                                              f".sif file (letters, digits and _ . / + -)"))
+        return None
     if not isinstance(spec, str) or not SPEC_CHARS.fullmatch(spec):
         problems.append((where, f"stack {shown(spec)} is not a stack name or spec (letters, "
                                 f"digits and , = < > ! ~ * + . _ -, not starting with '-'; "
@@ -208,7 +215,7 @@ def _stack(s, at, problems) -> FleetStack | None:
         if image.startswith("-"):
             problems.append((_line(s, "image", at), f"image {shown(image)} starts with '-'"))
             return None
-    return FleetStack(spec, image, where or 0)
+    return FleetStack(spec, image, where or 0, sif)
 
 
 def parse(doc, file: str, matrix, resolve_one) -> Fleet:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 LINE_PREFIX = "envgen-certificate: "
-ENGINES = ("docker",)   # the hook for other engines (Apptainer): a name here and in argv()
+ENGINES = ("docker", "apptainer")   # apptainer: `envgen certify FILE.sif` (no daemon)
 
 
 def certificate_line(cert: dict) -> str:
@@ -38,6 +38,10 @@ def argv(task: dict, python: str = sys.executable) -> list[str]:
            "--timeout", str(task["certify_timeout"])]
     if task.get("steps"):
         cmd += ["--steps", str(task["steps"])]
+    if engine == "apptainer":
+        if not task.get("sif"):
+            raise SystemExit(f"envgen fleet task: task {task['index']} has no sif to certify")
+        return [*cmd, "--", task["sif"]]
     return [*cmd, "--", task["image"] or task["spec"]]
 
 
