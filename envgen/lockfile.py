@@ -154,8 +154,8 @@ def stack_problems(data) -> list[str]:
     if extras is not None:
         _check(p, isinstance(extras, dict) and extras
                and all(_req(n, NAME) and _req(e, EXTRA) for n, e in extras.items()),
-               "stack.extras must map package names to an extra name ([a-z0-9-], at most "
-               "40 characters)")
+               "stack.extras must map package names to an extra name ([a-z0-9-], not starting "
+               "with -, at most 40 characters)")
     unpinned = data.get("unpinned")
     _check(p, unpinned is None or (isinstance(unpinned, list) and unpinned
                                    and all(_req(n, NAME) for n in unpinned)),

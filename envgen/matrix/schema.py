@@ -27,7 +27,7 @@ SPECIFIER = {"type": "string", "pattern": r"^[<>=!~0-9., ]+$", "maxLength": 60}
 # a variable a source build reads (DS_BUILD_OPS=0): it reaches a RUN line, so plain words
 BUILD_ENV_NAME = {"type": "string", "pattern": r"^[A-Z][A-Z0-9_]{0,39}$"}
 # a package extra envgen installs (`nemo-toolkit[asr]`): a plain lower-case name
-EXTRA = {"type": "string", "pattern": r"^[a-z0-9-]{1,40}$"}
+EXTRA = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]{0,39}$"}
 BUILD_ENV_VALUE = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{0,40}$"}
 PIN_SPEC = {"type": "string", "maxLength": 60,
             "pattern": r"^(==|>=|<=|~=|!=|<|>)[0-9][0-9A-Za-z.*]*(,(==|>=|<=|~=|!=|<|>)"
