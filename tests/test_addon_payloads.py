@@ -20,8 +20,8 @@ from test_smoke_payload import SMOKE, import_smoke, imported
 # payload -> the modules it may import for its framework, the one it prefers first
 ADDONS = {"lightning": ("lightning", "pytorch_lightning"), "transformers": ("transformers",),
           "accelerate": ("accelerate",), "deepspeed": ("deepspeed",), "nemo": ("nemo",)}
-# what a payload imports besides its framework: the packages its framework brings and
-# drives it with (NeMo's models take an omegaconf config and train under Lightning)
+# what a payload imports besides its framework: NeMo's models train under Lightning's
+# Trainer and take an omegaconf DictConfig
 BROUGHT = {"nemo": {"lightning", "omegaconf"}}
 QUICK = ["--quick", "--batch", "32"]
 

@@ -6,9 +6,9 @@ pretrained model, no download: the model is built from its config.
 
 Copied into images beside _harness.py and torch_smoke.py, run as
 ``python /opt/envgen/nemo_smoke.py [options]``; importable as envgen.smoke.nemo_smoke.
-Imports the standard library, the harness, torch_smoke (the torch/CUDA checks), NeMo and the
-Lightning it brings. Report and exit codes as torch_smoke's; "framework" in --expect is NeMo's
-version.
+Imports the standard library, the harness, torch_smoke (the torch/CUDA checks), NeMo, the
+Lightning its release states it needs and omegaconf (NeMo's models take a DictConfig).
+Report and exit codes as torch_smoke's; "framework" in --expect is NeMo's version.
 """
 import functools
 import os
@@ -41,6 +41,7 @@ def _import_nemo():
 
 
 def _config():
+    """The model's config: an omegaconf DictConfig, as NeMo's models take it (a dict is refused)."""
     from omegaconf import OmegaConf
     return OmegaConf.create({
         "sample_rate": RATE, "labels": LABELS,
