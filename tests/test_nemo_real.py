@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services import docker, envgen, first_daemon_answers
+from services import certified_build, docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]   # no PyTorch layer of its own in CI's cache
 TAG = "envgen-test/nemo-cu124:ci"
@@ -19,23 +19,15 @@ TAG = "envgen-test/nemo-cu124:ci"
 
 @pytest.fixture(scope="module")
 def nemo_built(home):
-    if not first_daemon_answers():
-        pytest.skip("no Docker daemon answers")
-    r = envgen("build", "nemo-cu124,python=3.13", "--certify", "--gpus", "none", "--tag", TAG,
-               "--json", env={"ENVGEN_HOME": home})
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    out = json.loads(r.stdout)
-    yield out
-    docker("rmi", "-f", out["image_id"])
+    with certified_build("nemo-cu124,python=3.13", TAG, home) as out:
+        yield out
 
 
 def test_it_certifies_at_level_cpu_with_nemos_own_model(nemo_built):
     cert = nemo_built["certificate"]
-    assert cert["level"] == "cpu" and cert["passed"], cert
     full = json.loads(Path(cert["path"]).read_text())
-    report = full["report"]
-    assert report["payload"] == "nemo_smoke"
-    checks = {c["name"]: c for c in report["checks"]}
+    report, checks = full["report"], {c["name"]: c for c in full["report"]["checks"]}
+    assert cert["level"] == "cpu" and cert["passed"] and report["payload"] == "nemo_smoke"
     for name in ("train", "amp", "checkpoint", "versions", "packages"):
         assert checks[name]["passed"] and not checks[name].get("skipped"), name
     assert "EncDecCTCModel" in checks["train"]["detail"]
