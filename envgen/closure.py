@@ -65,7 +65,8 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
     every distribution they have in common, and every lower image layer."""
     if stack.project is not None and not stack.project.pip:
         return inputs_for(stack.plain(), resolve)   # nothing to resolve over the stack
-    reqs = sorted(requirement(n, v) for n, v in stack.pip_packages.items())
+    extras = dict(stack.extras)   # nemo-toolkit[asr]: the extra's dependencies are pinned too
+    reqs = sorted(requirement(n, v, extras.get(n, "")) for n, v in stack.pip_packages.items())
     tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
     constraints = constraints_for(stack)
     extra = {}
@@ -78,7 +79,8 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
                              "snapshot": stack.base.snapshot}}
     elif stack.builds_on:
         base = base_closure(stack, resolve)
-        constraints += sorted(p.requirement for p in base.pins if p.name not in stack.addons)
+        loose = {*stack.addons, *stack.unpinned}   # resolved anew, in the add-ons' layer
+        constraints += sorted(p.requirement for p in base.pins if p.name not in loose)
     if stack.from_source:   # only then: every other stack's key stays what it was
         extra["from_source"] = sorted(stack.from_source)
     inputs = {"requirements": reqs + tools, "constraints": constraints,

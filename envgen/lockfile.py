@@ -36,6 +36,7 @@ SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 GLIBC = re.compile(r"2\.[0-9]{2}")
 PIN_SPEC = _pattern(schema.PIN_SPEC)
 BUILD_ENV_NAME = _pattern(schema.BUILD_ENV_NAME)
+EXTRA = _pattern(schema.EXTRA)
 BUILD_ENV_VALUE = _pattern(schema.BUILD_ENV_VALUE)
 
 
@@ -149,6 +150,16 @@ def stack_problems(data) -> list[str]:
                        for k, v in src.get("env", {}).items()),
                "stack.from_source must be {packages: [names], env: {NAME: value}} with "
                "plain names and values")
+    extras = data.get("extras")
+    if extras is not None:
+        _check(p, isinstance(extras, dict) and extras
+               and all(_req(n, NAME) and _req(e, EXTRA) for n, e in extras.items()),
+               "stack.extras must map package names to an extra name ([a-z0-9-], not starting "
+               "with -, at most 40 characters)")
+    unpinned = data.get("unpinned")
+    _check(p, unpinned is None or (isinstance(unpinned, list) and unpinned
+                                   and all(_req(n, NAME) for n in unpinned)),
+           "stack.unpinned must be a list of package names")
     if data.get("project") is not None:
         from .project import layer_problems
         p += layer_problems(data["project"])

@@ -165,6 +165,14 @@ class Framework(Located):
     # pip builds its package from the source distribution (no wheel for Linux on the
     # index), without build isolation, after the layers below it; env: the build's variables
     from_source: tuple[tuple[str, str], ...] | None = None
+    # the distributions pip builds from sdists, where they are not (only) its own package:
+    # dependencies PyPI serves as sdists alone (NeMo's antlr4-python3-runtime)
+    source_packages: tuple[str, ...] = ()
+    # the extra of its package the image installs (`asr`: nemo-toolkit[asr]), "" for none
+    extra: str = ""
+    # pins of the base stack's closure that its own requirements exclude (NeMo's
+    # lightning<=2.4.0 needs fsspec<2026.0): its closure resolves them anew
+    unpin: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -344,6 +352,10 @@ class Stack:
     # distributions pip builds from their sdists (DeepSpeed), and the build's variables
     from_source: tuple[str, ...] = ()
     build_env: tuple[tuple[str, str], ...] = ()
+    # (package, extra) the closure resolves with (`nemo-toolkit[asr]==3.0.0`)
+    extras: tuple[tuple[str, str], ...] = ()
+    # base-closure pins the closure does not hold (the add-ons' `unpin`)
+    unpinned: tuple[str, ...] = ()
     # SPDX expression of what the image installs: the frameworks', the companions' where
     # known, the CUDA libraries'; "" when a framework's or the CUDA libraries' is unknown
     licenses: str = ""
@@ -374,7 +386,7 @@ class Stack:
                             version=dict(packages).get(package, "").split("+")[0],
                             packages=packages, builds_on=None, builds_on_package=None,
                             addons=(), licenses="",   # the base's own are not kept
-                            from_source=(), build_env=())
+                            from_source=(), build_env=(), extras=(), unpinned=())
 
     def as_variant(self) -> Variant:
         """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
@@ -418,6 +430,8 @@ class Stack:
             "licenses": self.licenses,
             **({"from_source": {"packages": list(self.from_source),
                                 "env": dict(self.build_env)}} if self.from_source else {}),
+            **({"extras": dict(self.extras)} if self.extras else {}),
+            **({"unpinned": list(self.unpinned)} if self.unpinned else {}),
             **({"project": self.project.to_json()} if self.project else {}),
         }
 
@@ -452,6 +466,8 @@ class Stack:
                    from_source=tuple((data.get("from_source") or {}).get("packages", ())),
                    build_env=tuple(sorted(((data.get("from_source") or {}).get("env")
                                            or {}).items())),
+                   extras=tuple(sorted((data.get("extras") or {}).items())),
+                   unpinned=tuple(data.get("unpinned") or ()),
                    project=ProjectLayer.from_json(data["project"]) if data.get("project")
                    else None)
 
@@ -459,8 +475,10 @@ class Stack:
         return record.replace(self, **changes)
 
 
-def requirement(name: str, version: str) -> str:
-    """`name==1.2` for an exact pin; `name==13.0.96.*` or a range as the wheel states it."""
+def requirement(name: str, version: str, extra: str = "") -> str:
+    """`name==1.2` for an exact pin; `name==13.0.96.*` or a range as the wheel states it;
+    `name[extra]==1.2` with an extra."""
+    name = f"{name}[{extra}]" if extra else name
     return f"{name}{version}" if version[:1] in "<>=!~" else f"{name}=={version}"
 
 

@@ -236,12 +236,18 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
 
 
 def _source_builds(m, chosen) -> dict:
-    """The chosen frameworks pip builds from their sdists, and their builds' variables."""
+    """The distributions pip builds from their sdists for the chosen frameworks, their
+    builds' variables, the extras of their packages that the image installs, and the base
+    closure's pins their requirements exclude."""
     built = [m.framework(c.framework) for c in chosen
              if m.framework(c.framework).from_source is not None]
     env = {k: v for f in built for k, v in f.from_source}
-    return {"from_source": tuple(f.package for f in built),
-            "build_env": tuple(sorted(env.items()))}
+    extras = {m.framework(c.framework).package: m.framework(c.framework).extra
+              for c in chosen if m.framework(c.framework).extra}
+    unpinned = sorted({n for c in chosen for n in m.framework(c.framework).unpin})
+    return {"from_source": tuple(n for f in built for n in (f.source_packages or (f.package,))),
+            "build_env": tuple(sorted(env.items())), "extras": tuple(sorted(extras.items())),
+            "unpinned": tuple(unpinned)}
 
 
 def _licenses(m, st: Stack, chosen, pins: dict) -> str:

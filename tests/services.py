@@ -55,6 +55,22 @@ def first_daemon_answers() -> bool:
         return False
 
 
+@contextmanager
+def certified_build(spec: str, tag: str, home: str) -> Iterator[dict]:
+    """`envgen build SPEC --certify --gpus none --tag TAG --json` (it must pass), its JSON;
+    the image is removed after. Skips where no Docker daemon answers."""
+    if not first_daemon_answers():
+        pytest.skip("no Docker daemon answers")
+    r = envgen("build", spec, "--certify", "--gpus", "none", "--tag", tag, "--json",
+               env={"ENVGEN_HOME": home})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    try:
+        yield out
+    finally:
+        docker("rmi", "-f", out["image_id"])
+
+
 def free_port() -> int:
     """A loopback port nothing listens on now (also what a stopped registry looks like)."""
     with socket.socket() as s:

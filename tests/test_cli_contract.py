@@ -74,7 +74,7 @@ def test_matrix_list_json_is_a_row_per_stack(capsys):
     rows = d["stacks"]
     assert rc == 0 and isinstance(rows, list) and len(rows) >= 7
     frameworks = ("pytorch", "lightning", "transformers", "accelerate", "jax",
-                  "tensorflow", "deepspeed")
+                  "tensorflow", "deepspeed", "nemo")
     for r in rows:
         assert r["stack"].split("-")[0] in frameworks
         assert "error" in r or {"version", "python", "cuda", "source"} <= set(r)

@@ -189,6 +189,25 @@ def test_a_package_built_from_source_is_the_only_one_uv_may_take_as_an_sdist(tmp
     assert args[args.index("--only-binary") + 1] == ":all:"
 
 
+def test_an_extra_is_resolved_with_its_package_and_only_that_stack_key_changes():
+    """nemo-toolkit[asr]==V: the extra's dependencies are in the hash-pinned closure; the
+    base closure's fsspec is left for uv to resolve anew (lightning 2.4.0 excludes it)."""
+    nemo = stack("nemo-cu128")
+    inputs = cl.inputs_for(nemo)
+    assert f"nemo-toolkit[asr]=={nemo.version}" in inputs["requirements"]
+    assert not any(r.startswith("nemo-toolkit==") for r in inputs["requirements"])
+    assert not any(c.startswith("fsspec==") for c in inputs["constraints"])
+    assert any(c.startswith("torch==") for c in inputs["constraints"])   # the base's held
+    assert dict(nemo.extras) == {"nemo-toolkit": "asr"} and nemo.unpinned == ("fsspec",)
+    for plain in ("pytorch-cu128", "lightning-cu128", "deepspeed-cu121"):
+        data = stack(plain).to_json()
+        assert "extras" not in data and "unpinned" not in data, plain
+        assert not any("[" in r for r in cl.inputs_for(stack(plain))["requirements"])
+    pinned = cl.closure_for(nemo, resolve=False)[0]   # the bundled closure has the extra's
+    assert {"lightning", "hydra-core", "antlr4-python3-runtime"} <= {p.name for p in
+                                                                     pinned.pins}
+
+
 def test_no_solution_is_unsatisfiable_and_a_network_failure_is_the_environment(tmp_path):
     with pytest.raises(Unsatisfiable, match="No solution found"):
         cl.compile_pins(cl.inputs_for(stack()),
@@ -220,3 +239,27 @@ def test_uv_resolves_the_full_hash_pinned_closure_of_pytorch_cu121_from_pypi():
     assert all(isinstance(p, Pin) and p.sha256 and p.file for p in c.pins)
     bundled = cl.load_closure(cl.bundled_dir() / "pytorch-cu121.json")
     assert c.key == bundled.key
+
+
+def test_an_addon_has_stacks_only_where_one_of_its_releases_admits_the_base():
+    names = M.stack_names()
+    assert {"nemo-cu124", "nemo-cu128", "nemo-cu132"} <= set(names)
+    assert "nemo-cu121" not in names and "nemo-cu117" not in names   # torch>=2.6: none
+    assert {"lightning-cu117", "deepspeed-cu117", "pytorch-cu121"} <= set(names)
+
+
+def test_a_stack_round_trips_its_extras_and_unpinned_pins():
+    from envgen.lockfile import stack_problems
+    from envgen.model import Stack
+    nemo = stack("nemo-cu126")
+    data = json.loads(json.dumps(nemo.to_json()))
+    assert stack_problems(data) == [] and Stack.from_json(data).to_json() == data
+    assert data["extras"] == {"nemo-toolkit": "asr"} and data["unpinned"] == ["fsspec"]
+
+
+def test_a_lightning_range_nemo_excludes_is_refused_in_one_sentence(capsys):
+    from envgen.cli import main
+    assert main(["resolve", "nemo,lightning>=2.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no lightning release matching >=2.5 agrees with nemo 3.0.0" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1

@@ -69,6 +69,14 @@ HOSTILE = {
     "a source build of an option": lambda e: e["stack"].update(from_source={
         "packages": ["--index-url=https://x"], "env": {}}),
     "a source build that is not an object": lambda e: e["stack"].update(from_source="all"),
+    # an extra becomes part of a requirement uv and pip read: nemo-toolkit[asr]==3.0.0
+    "an extra with a bracket": lambda e: e["stack"].update(extras={"torch": "asr]==1; x"}),
+    "an extra named as an option": lambda e: e["stack"].update(extras={"torch": "--pre"}),
+    "an extra in capitals": lambda e: e["stack"].update(extras={"torch": "ASR"}),
+    "an extra too long": lambda e: e["stack"].update(extras={"torch": "a" * 41}),
+    "extras that are a list": lambda e: e["stack"].update(extras=["asr"]),
+    "an extra of an option": lambda e: e["stack"].update(extras={"--index-url": "asr"}),
+    "an unpinned name with a shell": lambda e: e["stack"].update(unpinned=["fsspec;id"]),
 }
 
 

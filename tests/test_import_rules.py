@@ -115,6 +115,12 @@ def test_main_module_is_the_cli_entry():
     assert "envgen.cli" in imports(PKG / "__main__.py")
 
 
+# the modules a distribution is used through, where they are named otherwise: nemo-toolkit's
+# is nemo, and its models take their config as an omegaconf DictConfig (a plain dict is
+# refused), so its payload builds one
+IMPORT_NAMES = {"nemo-toolkit": {"nemo", "omegaconf"}}
+
+
 def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
     """A payload runs inside the image: the standard library, the framework under test
     (torch for those built over it) and the sibling files that travel with it."""
@@ -127,8 +133,11 @@ def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
         # the framework, its companions and what its variants pin (jaxlib), torch under the
         # frameworks built over it, numpy (jax's arrays)
         pinned = {n for r in m.releases_of(fw.name) for v in r.variants for n, _ in v.packages}
-        allowed = {fw.package, *fw.companions, *pinned, "numpy",
-                   "torch" if fw.builds_on or fw.package == "torch" else ""}
+        # and, for one built over another, what its releases state they need (NeMo's
+        # lightning, whose Trainer fits its models)
+        needed = {n for r in m.releases_of(fw.name) for n, _ in r.requires}
+        allowed = {fw.package, *IMPORT_NAMES.get(fw.package, ()), *fw.companions, *pinned,
+                   *needed, "numpy", "torch" if fw.builds_on or fw.package == "torch" else ""}
         if fw.package == "lightning":   # its older distribution name, imported only without it
             allowed.add("pytorch_lightning")
         bad = {x for x in imports(path) if top(x) not in STDLIB | siblings | allowed}

@@ -339,3 +339,35 @@ def test_an_sdist_that_does_not_match_the_index_sha256_is_refused(tmp_path, monk
     import hashlib
     entry["hashes"]["sha256"] = hashlib.sha256(data).hexdigest()
     assert index.sdist_metadata(entry) == "Name: ds\n"
+
+
+# ---- an add-on whose image installs an extra (NeMo's [asr]) --------------------------------
+
+NEMO_METADATA = ("Metadata-Version: 2.4\nName: nemo-toolkit\nVersion: 3.0.0\n"
+                 "License-Expression: Apache-2.0\n"
+                 "Requires-Dist: torch>=2.6.0\n"
+                 "Requires-Dist: lightning<=2.4.0,>2.2.1; extra == \"asr\"\n"
+                 "Requires-Dist: transformers; extra == \"asr\"\n"
+                 "Requires-Dist: torch==2.9.0+cu129; extra == \"cu12\"\n")
+
+
+class _Index:
+    def __init__(self, text):
+        self.text = text
+
+    def metadata(self, wheel):
+        return self.text, "pep658"
+
+
+def test_the_extra_an_image_installs_is_read_and_the_others_are_not():
+    from envgen.matrix.refresh.addons import release_row, reader
+    from envgen.matrix.refresh.pypi import Run
+    from packaging.version import Version
+    wheel = {"filename": "nemo_toolkit-3.0.0-py3-none-any.whl", "pure": True,
+             "requires-python": ">=3.10", "upload-time": "2026-08-01T00:00:00Z"}
+    row = release_row(Run(index=_Index(NEMO_METADATA)), "nemo", Version("3.0.0"), [wheel])
+    # the asr extra's lightning and transformers; not the cu12 extra's local torch build
+    assert row["requires"] == {"lightning": "<=2.4.0,>2.2.1", "torch": ">=2.6.0",
+                               "transformers": ">=0"}
+    assert row["pythons"][0] == "3.10" and row["license"] == "Apache-2.0"
+    assert "ctc" not in str(row) and reader("nemo").FILE == "nemo.yaml"

@@ -8,8 +8,8 @@ from pathlib import Path
 from ..errors import EnvgenError, InputError
 from ._common import out_json, progress_for
 
-ORDER = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "jax", "tensorflow",
-         "closures")
+ORDER = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "nemo", "jax",
+         "tensorflow", "closures")
 
 
 def target_folder(args) -> Path:

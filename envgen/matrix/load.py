@@ -136,7 +136,11 @@ def _build(entries, sha, problems) -> Matrix:
                                       companions=_t(raw.get("companions")),
                                       smoke=raw.get("smoke", raw["package"]),
                                       builds_on=raw.get("builds_on"),
-                                      from_source=_from_source(raw.get("from_source"))))
+                                      from_source=_from_source(raw.get("from_source")),
+                                      source_packages=_t((raw.get("from_source") or {})
+                                                         .get("packages")),
+                                      extra=(raw.get("extra") or {}).get("name", ""),
+                                      unpin=_t((raw.get("unpin") or {}).get("packages"))))
     for raw, f, ln in entries["framework_releases"]:
         variants = tuple(
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),

@@ -26,6 +26,8 @@ MONTH = {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}$"}
 SPECIFIER = {"type": "string", "pattern": r"^[<>=!~0-9., ]+$", "maxLength": 60}
 # a variable a source build reads (DS_BUILD_OPS=0): it reaches a RUN line, so plain words
 BUILD_ENV_NAME = {"type": "string", "pattern": r"^[A-Z][A-Z0-9_]{0,39}$"}
+# a package extra envgen installs (`nemo-toolkit[asr]`): a plain lower-case name
+EXTRA = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]{0,39}$"}
 BUILD_ENV_VALUE = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{0,40}$"}
 PIN_SPEC = {"type": "string", "maxLength": 60,
             "pattern": r"^(==|>=|<=|~=|!=|<|>)[0-9][0-9A-Za-z.*]*(,(==|>=|<=|~=|!=|<|>)"
@@ -108,10 +110,21 @@ SECTIONS = {
          # its package has no Linux wheel: pip builds the sdist, without isolation
          "from_source": {"type": "object", "additionalProperties": False,
                          "required": ["source"],
-                         "properties": {"source": SOURCE, "env": {
+                         # the distributions built from sdists (default: its own package)
+                         "properties": {"source": SOURCE, "packages": _list(NAME), "env": {
                              "type": "object",
                              "propertyNames": BUILD_ENV_NAME,
-                             "additionalProperties": BUILD_ENV_VALUE}}}})),
+                             "additionalProperties": BUILD_ENV_VALUE}}},
+         # the extra of its package the image installs, and the source that names it
+         "extra": {"type": "object", "additionalProperties": False,
+                   "required": ["name", "source"],
+                   "properties": {"name": EXTRA, "source": SOURCE}},
+         # base-closure pins its own requirements exclude: the closure resolves them anew
+         # (a layer of its own), the lower layers stay the base's
+         "unpin": {"type": "object", "additionalProperties": False,
+                   "required": ["packages", "source"],
+                   "properties": {"packages": {**_list(NAME), "minItems": 1},
+                                  "source": SOURCE}}})),
     "framework_releases": _list(_entry(
         {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1}},
         {"variants": {**_list(VARIANT), "minItems": 1},

@@ -78,13 +78,20 @@ class Matrix:
         """Every `FRAMEWORK-VARIANT` stack: a framework's own variants, and for one built
         over another, the variants the base publishes on PyPI."""
         names = set()
-        pypi = {}
+        pypi = {}   # framework -> (variant, version) of each release PyPI serves
         for r in self.releases:
             for v in r.variants:
                 names.add(f"{r.framework}-{v.name}")
             if r.pypi_variant:
-                pypi.setdefault(r.framework, set()).add(r.pypi_variant)
+                pypi.setdefault(r.framework, set()).add((r.pypi_variant, r.version))
         for f in self.frameworks:
-            if f.builds_on and any(r.framework == f.name for r in self.releases):
-                names.update(f"{f.name}-{v}" for v in pypi.get(f.builds_on, ()))
+            if not f.builds_on:
+                continue
+            base = self.framework(f.builds_on).package
+            from packaging.specifiers import SpecifierSet   # only where a name is listed
+            ranges = [SpecifierSet(dict(r.requires).get(base, ""))
+                      for r in self.releases if r.framework == f.name]
+            # a variant only where one of its releases admits a base release of that variant
+            names.update(f"{f.name}-{v}" for v, version in pypi.get(f.builds_on, ())
+                         if any(s.contains(version, prereleases=True) for s in ranges))
         return sorted(names)

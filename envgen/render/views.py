@@ -245,7 +245,10 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             "binary": (layer or {}).get("binary", []),
             "build_env": (layer or {}).get("build_env", []),
             # the whole closure in one pip run cannot build these: they need torch installed
-            "built_later": list(stack.from_source) if layer is None else [],
+            "built_later": [n for n in stack.from_source   # those this closure holds
+                            if canonicalize_name(n) in {canonicalize_name(p.name)
+                                                        for p in chosen}]
+            if layer is None else [],
             "source_dir": LAYER_DIRS[5],
             "index_url": stack.index_url,
             "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
