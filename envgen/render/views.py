@@ -246,7 +246,7 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             "build_env": (layer or {}).get("build_env", []),
             # the whole closure in one pip run cannot build these: they need torch installed
             "built_later": [n for n in stack.from_source   # those this closure holds
-                            if canonicalize_name(n) in {canonicalize_name(p.name)
+                            if canonical_name(n) in {canonical_name(p.name)
                                                         for p in chosen}]
             if layer is None else [],
             "source_dir": LAYER_DIRS[5],
