@@ -585,9 +585,9 @@ def check_startup(rep, framework, import_s, age_s, first_kernel_s=None, modules=
     extra = {}
     if n and cached < BYTECODE_MIN * n:
         extra = {"warning": True,
-                 "fix": f"start-up compiles {n - cached} modules on every start: rebuild the "
-                        f"image with this envgen (it compiles bytecode at build) or set "
-                        f"PYTHONPYCACHEPREFIX to a writable folder"}
+                 "fix": f"start-up compiles {n - cached} modules on every start: set "
+                        f"PYTHONPYCACHEPREFIX to a writable folder (a volume kept between "
+                        f"runs) so the bytecode is written once"}
         detail += f"; {extra['fix']}"
     check(rep, "startup", True, detail, **vals, **extra)
 
