@@ -35,7 +35,7 @@ STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc
 COMPILE = ("{ find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -newer "
            "\"$marker\" | LC_ALL=C sort | PYTHONHASHSEED=0 python -m compileall -f -qq "
            "--invalidation-mode checked-hash -i - || echo 'some files did not compile'; }")
-COMPILE_AT_BUILD = False
+COMPILE_AT_BUILD = True   # the pip steps compile bytecode (False renders them without)
 CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # The venv is made without pip: the locked pip and setuptools are installed into it by the
 # distribution's own pip wheel, run from the wheel file, so no step deletes a file a lower
@@ -166,9 +166,6 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         # A framework base's own files are newer than any epoch we could choose: stamping
         # them would copy the whole base into the layer, so such builds are not bit-exact.
         "stamp": STAMP if base.kind != "framework" else "true",
-        # Off: two cold builds of pytorch-cu121 on two daemons gave different layers with
-        # it (CI, 2026-12-02), where they were bit-identical without it. Until the cause is
-        # found, reproducibility wins over start-up time.
         "compile": COMPILE if COMPILE_AT_BUILD else "",
         "reproducible": base.kind != "framework",
         "epoch": closure.epoch,
