@@ -218,7 +218,17 @@ def _later(name):
     return run
 
 
+def _argparse_untranslated() -> None:
+    """argparse asks gettext for each of its ~100 strings, and gettext looks for a catalogue
+    on disk each time (10 ms a start). When there is none to find, its strings are its own."""
+    import gettext
+    if gettext.find(gettext.textdomain()) is None:
+        argparse._ = lambda text: text
+        argparse.ngettext = lambda one, many, n: one if n == 1 else many
+
+
 def build_parser() -> argparse.ArgumentParser:
+    _argparse_untranslated()
     p = _Parser(prog="envgen", description="Certified GPU training environments from a "
                                            "compatibility matrix.")
     p.add_argument("--version", action="version", version=f"envgen {__version__}")
@@ -629,6 +639,12 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _interrupt(signum, _frame):
+    # Once: the cleanup this starts (a container removed, a build child killed) must not be
+    # broken by the next signal. Slurm signals every process of a job at its time limit, and
+    # the fleet task forwards the same SIGTERM to the envgen under it: two, close together.
+    import signal
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
@@ -654,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     input, 3 the environment lacks something, 4 a bug in envgen; 128+N on signal N."""
     import os
     import signal
+    as_program = argv is None   # the process itself: it ends when main returns
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("ENVGEN_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
@@ -671,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         return _report(e, want_json)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
+        if as_program and signum != signal.SIGINT:
+            previous.clear()   # the process ends: a late SIGTERM of a burst stays ignored
         print(f"envgen: {'interrupted' if signum == signal.SIGINT else 'terminated'} "
               f"({signal.Signals(signum).name}); nothing half-done was kept", file=sys.stderr)
         return 128 + signum

@@ -146,7 +146,11 @@ def parse_closure(data, name: str) -> Closure:
     resolver = data.get("resolver", "")
     if not isinstance(resolver, str) or len(resolver) > 200:
         raise bad("'resolver' must be a short string")
-    return Closure(key=key, inputs=data["inputs"], pins=tuple(pins), resolver=resolver,
+    # Sorted as inputs_for() gives them: a closure read from a file (a bundled one, written
+    # before keys were sorted) and the same closure rebuilt from a lock must render the same
+    # closure.json, or the image's payload layer differs between the build and the rebuild.
+    inputs = json.loads(json.dumps(data["inputs"], sort_keys=True))
+    return Closure(key=key, inputs=inputs, pins=tuple(pins), resolver=resolver,
                    created=created, stack=stack)
 
 

@@ -16,11 +16,26 @@ def V(text: str) -> Version:
     return Version(text)
 
 
+_UTC_FORMS = {   # the two forms envgen writes, read without time.strptime (10 ms a start)
+    "%Y%m%dT%H%M%SZ": re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z", re.ASCII),
+    "%Y-%m-%dT%H:%M:%SZ": re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z",
+                                     re.ASCII),
+}
+
+
 def utc_seconds(text: str, fmt: str) -> int:
-    """A UTC time written as `fmt`, in seconds since 1970 (a SOURCE_DATE_EPOCH)."""
+    """A UTC time written as `fmt`, in seconds since 1970 (a SOURCE_DATE_EPOCH); ValueError
+    when it is not one, as time.strptime raises."""
     import calendar
-    import time
-    return calendar.timegm(time.strptime(text, fmt))
+    m = _UTC_FORMS[fmt].fullmatch(text) if fmt in _UTC_FORMS else None
+    if m is None:
+        import time
+        return calendar.timegm(time.strptime(text, fmt))
+    y, mo, d, h, mi, sec = (int(x) for x in m.groups())
+    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h < 24
+            and mi < 60 and sec <= 61):
+        raise ValueError(f"time data {text!r} is not a valid UTC time")
+    return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0))
 
 
 def _license_terms(expr: str) -> list[str]:
@@ -203,11 +218,24 @@ class FrameworkRelease(Located):
     variants: tuple[Variant, ...] = ()
     requires: tuple[tuple[str, str], ...] = ()   # name -> specifier (builds_on frameworks)
     requires_python: str | None = None
+    python_floors: tuple[str, ...] = ()          # e.g. ("3.11.4",): 3.11 from its .4 on
+    python_floors_why: str = ""
     license: str = ""                            # SPDX, from the wheel's METADATA
     companion_licenses: tuple[tuple[str, str], ...] = ()   # those known, name -> SPDX
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    def python_short(self, base: "BaseImage") -> str | None:
+        """Why `base`'s Python is too old a patch release for this release's code (its
+        python_floors), or None when it is not, or when the matrix does not say which
+        patch release the base has."""
+        floor = next((f for f in self.python_floors
+                      if f.rsplit(".", 1)[0] == base.python), None)
+        if floor is None or not base.python_patch or V(base.python_patch) >= V(floor):
+            return None
+        return (f"{self.version} needs Python {floor} or later on the {base.python} line "
+                f"({self.python_floors_why}); base {base.name} has {base.python_patch}")
 
 
 @dataclass(frozen=True)
@@ -237,6 +265,7 @@ class BaseImage(Located):
     cuda: str | None = None
     cuda_compat: bool = False
     provides: tuple[tuple[str, str], ...] = ()
+    python_patch: str | None = None   # the matrix's alone: not in a stack's label or lock
     default: bool = False
 
     @property

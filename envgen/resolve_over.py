@@ -114,6 +114,27 @@ def _pick_others(m, others, chosen) -> str | None:
     return None
 
 
+def _newer_python(m, spec: Spec, host, resolve_base, base_spec: Spec, chosen, pythons):
+    """The base stack on the first default base whose Python patch release the chosen
+    releases' code accepts (python_floors), when the one resolve chose is too old for it:
+    (stack, why), or (None, why not). Not when a Python or a base was asked for."""
+    from .record import replace
+    if spec.python or host.python or spec.base:
+        return None, ""
+    for b in m.bases:
+        if not b.default or b.kind == "framework" or b.python not in pythons or \
+                any(c.python_short(b) for c in chosen):
+            continue
+        try:
+            st = resolve_base(replace(base_spec, python=b.python), host)
+        except Unsatisfiable:
+            continue
+        if not any(c.python_short(st.base) for c in chosen):
+            return st, f"base {st.base.name} (Python {st.base.python_patch or st.python}) " \
+                       f"instead"
+    return None, "no default base with such a Python resolves"
+
+
 def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
     """The stack of a builds_on framework. `resolve_base(spec, host)` is resolve.resolve."""
     fw = m.framework(spec.framework)
@@ -170,6 +191,18 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
             rejected.append(f"{fw.package} {head.version} needs Python "
                             f"{', '.join(sorted(pythons))}; the base stack has {st.python}")
             continue
+        short = next((c.python_short(st.base) for c in chosen if c.python_short(st.base)),
+                     None)
+        if short:
+            st, why = _newer_python(m, spec, host, resolve_base, base_spec, chosen, pythons)
+            if st is None:
+                rejected.append(f"{fw.package} {short}" + (f"; {why}" if why else ""))
+                continue
+            # the base's reason is this one, not a Python the user never asked for
+            said = f"{fw.package} {short}: {why}"
+            st = st.replace(reasons=tuple(
+                said if r.startswith(f"base {st.base.name} provides the requested") else r
+                for r in st.reasons))
         stack = _over(m, spec, fw, base, st, chosen, needs)
         # sources=auto prefers PyPI, as for the base itself: an older release whose base
         # stack PyPI serves beats a newer one that needs a per-variant index

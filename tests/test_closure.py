@@ -44,7 +44,8 @@ def test_the_key_changes_with_every_input_and_only_with_them():
 @pytest.mark.parametrize("path", BUNDLED, ids=[p.name for p in BUNDLED])
 def test_every_bundled_closure_is_valid_and_matches_the_matrix(path):
     c = cl.load_closure(path)
-    st = stack(path.stem)
+    name, _, kind = path.stem.partition(".")
+    st = stack(name) if kind != "base" else stack(name).base_stack()   # NAME.base.json
     assert c.key == cl.key_of(cl.inputs_for(st)), \
         f"{path.name} is stale: run `envgen matrix refresh closures`"
     assert c.key == cl.key_of(c.inputs)
@@ -54,6 +55,16 @@ def test_every_bundled_closure_is_valid_and_matches_the_matrix(path):
             assert Version(versions[name]) == Version(version), name
     assert all(p.sha256 for p in c.pins), "PyPI publishes a sha256 for every file"
     assert {"pip", "setuptools"} <= set(versions)
+
+
+def test_a_nemo_stack_on_trixie_needs_no_resolver_run_either(monkeypatch, tmp_path):
+    # its base stack (pytorch-cu124 on Python 3.13) is no stack of the matrix: stored beside
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(cl, "resolve_closure", lambda *a, **k: pytest.fail("resolved"))
+    st = stack("nemo-cu124")
+    assert st.base.name == "debian-trixie"
+    assert cl.closure_for(st.base_stack())[1] == "bundled closure nemo-cu124.base.json"
+    assert cl.closure_for(st)[1] == "bundled closure nemo-cu124.json"
 
 
 def test_the_bundled_stacks_need_no_resolver_run(monkeypatch, tmp_path):

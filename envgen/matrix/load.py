@@ -158,6 +158,8 @@ def _build(entries, sha, problems) -> Matrix:
             pypi_variant=raw.get("pypi_variant"), variants=variants,
             requires=tuple(sorted((raw.get("requires") or {}).items())),
             requires_python=raw.get("requires_python"), license=raw.get("license", ""),
+            python_floors=_t(raw.get("python_floors")),
+            python_floors_why=raw.get("python_floors_why", ""),
             companion_licenses=tuple(sorted((raw.get("companion_licenses") or {})
                                             .items()))))
     for raw, f, ln in entries["wheel_sources"]:
@@ -171,7 +173,7 @@ def _build(entries, sha, problems) -> Matrix:
             cuda=raw.get("cuda"),
             cuda_compat=raw.get("cuda_compat", False),
             provides=tuple(sorted((raw.get("provides") or {}).items())),
-            default=raw.get("default", False)))
+            python_patch=raw.get("python_patch"), default=raw.get("default", False)))
     return m
 
 
@@ -259,6 +261,13 @@ def _cross_check(m: Matrix, problems: list) -> None:
                                   f"{r.framework!r}")
             continue
         _requires_check(m, r, problems)
+        lines = [f.rsplit(".", 1)[0] for f in r.python_floors]
+        if len(set(lines)) != len(lines) or not set(lines) <= set(r.pythons):
+            _problem(problems, r, f"{r.framework} {r.version}: python_floors must name each "
+                                  f"of its Python lines at most once")
+        if r.python_floors and not r.python_floors_why:
+            _problem(problems, r, f"{r.framework} {r.version}: python_floors without "
+                                  f"python_floors_why (what needs them, and its source)")
         try:
             V(r.version)
         except InvalidVersion:
@@ -316,3 +325,6 @@ def _cross_check(m: Matrix, problems: list) -> None:
                                       f"release in the matrix")
         if b.kind == "local" and not b.suite:
             _problem(problems, b, f"base {b.name}: a local base needs a Debian suite")
+        if b.python_patch and b.python_patch.rsplit(".", 1)[0] != b.python:
+            _problem(problems, b, f"base {b.name}: python_patch {b.python_patch} is not a "
+                                  f"release of Python {b.python}")

@@ -16,6 +16,7 @@ CC = {"type": "string", "pattern": r"^[0-9]{1,2}\.[0-9]$"}
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"}
 GPU_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9 ._+()/-]{0,79}$"}
 PYTHON = {"type": "string", "pattern": r"^3\.[0-9]{1,2}$"}
+PYTHON_PATCH = {"type": "string", "pattern": r"^3\.[0-9]{1,2}\.[0-9]{1,3}$"}
 URL = {"type": "string", "pattern": r"^https?://[A-Za-z0-9._~:/?#@!*+,=%-]+$", "maxLength": 300}
 SOURCE = {"type": "string", "pattern": r"^(https?://|pypi:)[^\s'\"`$\\]+$", "maxLength": 400}
 IMAGE = {"type": "string",
@@ -135,6 +136,10 @@ SECTIONS = {
          # as the wheel's METADATA states it (License-Expression, License or classifier)
          "license": LICENSE, "companion_licenses": LICENSES,
          "requires_python": {"anyOf": [SPECIFIER, {"type": "null"}]},
+         # patch releases its code needs beyond Requires-Python: per Python line, the
+         # first patch that has what it calls (read from its source, so inferred)
+         "python_floors": {**_list(PYTHON_PATCH), "minItems": 1},
+         "python_floors_why": {"type": "string", "minLength": 1, "maxLength": 400},
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),
@@ -146,6 +151,8 @@ SECTIONS = {
          "os": NAME, "glibc": {"type": "string", "pattern": r"^2\.[0-9]{2}$"},
          "cuda": {"anyOf": [CUDA_VER, {"type": "null"}]},
          "cuda_compat": {"type": "boolean"}, "provides": PINS,
+         # the CPython patch release its python3 is at its snapshot
+         "python_patch": PYTHON_PATCH,
          "default": {"type": "boolean"}})),
 }
 

@@ -62,6 +62,28 @@ SOURCE_BUILDS = {
              "source": "pypi:antlr4-python3-runtime/antlr4-python3-runtime-4.9.3.tar.gz"},
 }
 
+# Python patch releases a release's code needs that its Requires-Python does not state:
+# read from the release's own source, so inferred, and the row says why. NeMo 3.0 restores
+# a .nemo file through nemo/utils/tar_utils.py, which calls TarFile.extract(...,
+# filter="data"): PEP 706's extraction filters, in Python 3.12 and backported to 3.11.4,
+# 3.10.12, 3.9.17 and 3.8.17 (docs.python.org/3/whatsnew/3.11.html, "Notable changes in
+# 3.11.4"); before them the call is a TypeError (Debian bookworm's 3.11.2 has none).
+# Not in nemo-toolkit 2.6.2 or 2.7.3 (their wheels hold no such call).
+PYTHON_FLOORS = {
+    "nemo": [(">=3.0", ("3.8.17", "3.9.17", "3.10.12", "3.11.4"),
+              "inferred: nemo/utils/tar_utils.py calls TarFile.extract(filter='data'), PEP "
+              "706, in Python 3.12 and backported to 3.11.4 and 3.10.12")],
+}
+
+
+def python_floors(name: str, version: Version, pythons: list[str]) -> dict:
+    """The python_floors fields of a release row (PYTHON_FLOORS), for the lines it admits."""
+    for spec, floors, why in PYTHON_FLOORS.get(name, ()):
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            kept = [f for f in floors if f.rsplit(".", 1)[0] in pythons]
+            return {"python_floors": kept, "python_floors_why": why} if kept else {}
+    return {}
+
 
 def own_sdist(name: str) -> bool:
     """Whether the add-on's own package is built from its sdist (no Linux wheel)."""
@@ -113,6 +135,7 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
     uploaded = min((f.get("upload-time") or "") for f in files)
     return {"framework": name, "version": str(ver), "released": uploaded[:7] or None,
             "pythons": pythons, "requires_python": rp,
+            **python_floors(name, ver, pythons),
             "requires": dict(sorted(requires.items())),
             **({"license": license} if license else {}),
             "source": f"pypi:{package}/{wheel['filename']}"}

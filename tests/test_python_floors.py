@@ -1,0 +1,94 @@
+"""A release whose code needs a newer Python patch release than its Requires-Python says:
+NeMo 3.0 restores a .nemo through TarFile.extract(filter=...), which Python 3.11 has from
+3.11.4 on, and Debian bookworm's python3 is 3.11.2. The matrix says so (python_floors on
+the release, python_patch on each base); the resolver moves the stack to a base whose
+Python has it, or refuses naming both versions."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from envgen.errors import EnvgenError, Unsatisfiable
+from envgen.matrix import load_matrix
+from envgen.matrix.refresh.addons import python_floors
+from envgen.resolve import host_from_flags, resolve
+from envgen.spec import parse_spec
+
+BUNDLED_DIR = Path(__file__).resolve().parents[1] / "matrices"
+M = load_matrix()
+
+
+def res(spec: str, **host):
+    return resolve(M, parse_spec(spec, M), host_from_flags(M, **host))
+
+
+def test_the_bases_python_patch_releases_are_the_matrixs():
+    patch = {b.name: b.python_patch for b in M.bases}
+    assert patch["debian-bookworm"] == "3.11.2" and patch["debian-trixie"] == "3.13.5"
+    assert all(p and p.startswith(b.python + ".") for b, p in
+               ((b, b.python_patch) for b in M.bases if b.kind != "framework"))
+
+
+def test_nemo_3_goes_to_trixie_saying_why_and_2_7_stays_on_bookworm():
+    st = res("nemo-cu124")
+    assert (st.version, st.base.name, st.python) == ("3.0.0", "debian-trixie", "3.13")
+    said = [r for r in st.reasons if "3.11.4" in r]
+    assert len(said) == 1 and "debian-bookworm has 3.11.2" in said[0]
+    assert not any("requested Python" in r for r in st.reasons), "no Python was requested"
+    old = res("nemo==2.7.3,variant=cu124")
+    assert old.base.name == "debian-bookworm" and old.python == "3.11"
+
+
+def test_python_3_11_asked_for_gets_the_newest_nemo_that_runs_on_it():
+    st = res("nemo-cu124,python=3.11")
+    assert st.version == "2.7.3" and st.base.name == "debian-bookworm"
+
+
+@pytest.mark.parametrize("spec", ["nemo==3.0.0,python=3.11",
+                                  "nemo==3.0.0,variant=cu124,base=debian-bookworm"])
+def test_nemo_3_on_bookworms_python_is_refused_naming_both_versions(spec):
+    with pytest.raises(Unsatisfiable) as e:
+        res(spec)
+    assert "3.11.4" in e.value.message and "3.11.2" in e.value.message
+
+
+def test_a_lock_or_label_carries_no_patch_release():
+    assert "python_patch" not in res("nemo-cu124").base.to_json()
+
+
+def test_the_reader_writes_the_floors_for_the_releases_that_need_them():
+    pythons = ["3.10", "3.11", "3.12", "3.13"]
+    row = python_floors("nemo", Version("3.0.0"), pythons)
+    assert row["python_floors"] == ["3.10.12", "3.11.4"] and "PEP 706" in \
+        row["python_floors_why"]
+    assert python_floors("nemo", Version("2.7.3"), pythons) == {}
+    assert python_floors("lightning", Version("2.5.0"), pythons) == {}
+
+
+def _matrix_with(tmp_path, name, old, new) -> Path:
+    folder = tmp_path / "m"
+    shutil.copytree(BUNDLED_DIR, folder, ignore=shutil.ignore_patterns("closures"))
+    text = (folder / name).read_text()
+    assert old in text
+    (folder / name).write_text(text.replace(old, new, 1))
+    return folder
+
+
+@pytest.mark.parametrize("name,old,new,says", [
+    ("nemo.yaml", 'python_floors: ["3.10.12", "3.11.4"]', 'python_floors: ["3.11.4", "3.11.6"]',
+     "at most once"),
+    ("nemo.yaml", 'python_floors: ["3.10.12", "3.11.4"]', 'python_floors: ["3.9.17"]',
+     "at most once"),
+    ("nemo.yaml", 'python_floors: ["3.10.12", "3.11.4"]', 'python_floors: ["3.11"]',
+     "python_floors"),
+    ("bases.yaml", 'python_patch: "3.11.2"', 'python_patch: "3.12.1"', "not a release of"),
+])
+def test_a_floor_or_patch_release_that_does_not_fit_is_refused_with_its_line(
+        tmp_path, name, old, new, says):
+    folder = _matrix_with(tmp_path, name, old, new)
+    with pytest.raises(EnvgenError) as e:
+        load_matrix(folder)
+    assert says in str(e.value) and name in (e.value.file or "") and e.value.line
