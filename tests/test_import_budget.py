@@ -69,10 +69,13 @@ def test_matrix_validate_from_its_cache_imports_nothing_heavy(home):
     assert loaded(mods, HEAVY + NOT_FOR_RESOLVE) == []
 
 
-def test_render_imports_the_templates_but_not_the_resolver(home, tmp_path):
-    mods = modules(home, "render", "pytorch-cu121", "-o", str(tmp_path / "ctx"))
-    assert "jinja2" in mods and "envgen.closure" in mods
-    assert loaded(mods, HEAVY) == []
+def test_render_imports_jinja_once_and_then_reads_its_texts_back(home, tmp_path):
+    first = modules(home, "render", "pytorch-cu121", "-o", str(tmp_path / "ctx"))
+    assert "jinja2" in first and "envgen.closure" in first
+    assert loaded(first, HEAVY) == []
+    again = modules(home, "render", "pytorch-cu121", "-o", str(tmp_path / "ctx2"))
+    assert "envgen.render.cache" in again and loaded(again, ("jinja2", "markupsafe")) == []
+    assert loaded(again, HEAVY) == []
 
 
 def test_a_changed_matrix_is_validated_again_with_every_check(home, tmp_path):

@@ -1,5 +1,6 @@
-"""Stack → build context texts (Dockerfile, requirements, environment.yml). No side effects:
-`render_texts` returns {filename: text}; writing them is the caller's job."""
+"""Stack → build context texts (Dockerfile, requirements, environment.yml): `render_texts`
+returns {filename: text}; writing them is the caller's job (render.cache keeps texts it
+rendered under ENVGEN_HOME, and writes nothing else)."""
 from .env import environment, template_dir
 from .views import render_texts
 

@@ -1,4 +1,6 @@
-"""The one Jinja environment: StrictUndefined, no autoescape (not HTML), quoting filters."""
+"""The one Jinja environment: StrictUndefined, no autoescape (not HTML), quoting filters.
+Jinja is imported when the environment is first asked for, not with this module: a render
+the render cache answers never needs it."""
 from __future__ import annotations
 
 import json
@@ -6,8 +8,6 @@ import re
 import shlex
 from functools import lru_cache
 from pathlib import Path
-
-import jinja2
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9._+=<>!~,:/@%*-]+")
 
@@ -58,34 +58,36 @@ def labelvalue(value) -> str:
     return text
 
 
-class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates under ENVGEN_HOME, used only while the folder and the file are
-    this user's and writable by no one else (the cache holds code). Jinja checks each
-    entry against its template's source, so an edited template compiles afresh."""
-
-    def get_bucket(self, environment, name, filename, source):
-        # The report's autoescaping overlay compiles the same source to other code: one
-        # entry per setting, or a plain compile would be loaded for the HTML page.
-        mode = "escaped" if environment.autoescape else "plain"
-        return super().get_bucket(environment, f"{name}\x00{mode}", filename, source)
-
-    def load_bytecode(self, bucket) -> None:
-        from ..matrix.cache import _private
-        path = Path(self._get_cache_filename(bucket))
-        if _private(path.parent) and _private(path):
-            super().load_bytecode(bucket)
-
-    def dump_bytecode(self, bucket) -> None:
-        from ..matrix.cache import _private
-        if _private(Path(self.directory)):
-            try:
-                super().dump_bytecode(bucket)
-            except OSError:   # a full or read-only disk: compile next time instead
-                pass
-
-
 def _bytecode_cache():
     import os
+
+    import jinja2
+
+    class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
+        """Compiled templates under ENVGEN_HOME, used only while the folder and the file are
+        this user's and writable by no one else (the cache holds code). Jinja checks each
+        entry against its template's source, so an edited template compiles afresh."""
+
+        def get_bucket(self, environment, name, filename, source):
+            # The report's autoescaping overlay compiles the same source to other code: one
+            # entry per setting, or a plain compile would be loaded for the HTML page.
+            mode = "escaped" if environment.autoescape else "plain"
+            return super().get_bucket(environment, f"{name}\x00{mode}", filename, source)
+
+        def load_bytecode(self, bucket) -> None:
+            from ..matrix.cache import _private
+            path = Path(self._get_cache_filename(bucket))
+            if _private(path.parent) and _private(path):
+                super().load_bytecode(bucket)
+
+        def dump_bytecode(self, bucket) -> None:
+            from ..matrix.cache import _private
+            if _private(Path(self.directory)):
+                try:
+                    super().dump_bytecode(bucket)
+                except OSError:   # a full or read-only disk: compile next time instead
+                    pass
+
     if os.environ.get("ENVGEN_NO_CACHE"):
         return None
     try:
@@ -98,7 +100,9 @@ def _bytecode_cache():
 
 
 @lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+def environment():
+    """The jinja2.Environment every envgen template renders in."""
+    import jinja2
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,

@@ -8,7 +8,8 @@ from ..model import (APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stac
                      canonical_name)
 from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
 from ..smoke import payload_files
-from .env import environment
+from . import cache
+from .env import environment, template_dir
 
 UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
 PAYLOAD_DIR = "/opt/envgen"
@@ -301,22 +302,27 @@ def render_base_script(base: BaseImage) -> str:
 def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
                  buildkit: bool = True) -> dict[str, str]:
     """Every output file's text for a stack, by its path inside the build context."""
-    env = environment()
-    req = env.get_template("requirements.txt.j2")
+    req = "requirements.txt.j2"
+    jobs = {
+        "Dockerfile": ("Dockerfile.j2", dockerfile_view(stack, closure, base_ref, buildkit)),
+        "requirements.txt": (req, requirements_view(stack, closure)),
+        "environment.yml": ("environment.yml.j2", conda_view(stack)),
+        "apptainer.def": ("apptainer.def.j2", apptainer_view(stack, closure, base_ref)),
+    }
+    for layer in install_layers(stack, closure):
+        jobs[f"install/{layer['dir']}/requirements.txt"] = (
+            req, requirements_view(stack, closure, layer["pins"], layer["title"], layer))
+    if stack.base.kind == "local":
+        jobs["base/build-base.sh"] = ("build-base.sh.j2", base_view(stack.base))
+    rendered = cache.render(jobs, template_dir(), environment)
     texts = {
-        "Dockerfile": env.get_template("Dockerfile.j2").render(
-            **dockerfile_view(stack, closure, base_ref, buildkit)),
+        "Dockerfile": rendered["Dockerfile"],
         ".dockerignore": "".join(f"{p}\n" for p in CONTEXT_IGNORE),
-        "requirements.txt": req.render(**requirements_view(stack, closure)),
-        "environment.yml": env.get_template("environment.yml.j2").render(**conda_view(stack)),
-        "apptainer.def": env.get_template("apptainer.def.j2").render(
-            **apptainer_view(stack, closure, base_ref)),
+        "requirements.txt": rendered["requirements.txt"],
+        "environment.yml": rendered["environment.yml"],
+        "apptainer.def": rendered["apptainer.def"],
         "stack.json": json.dumps(stack.to_json(), indent=2, sort_keys=True) + "\n",
         "closure.json": json.dumps(closure.to_json(), indent=1) + "\n",
     }
-    for layer in install_layers(stack, closure):
-        texts[f"install/{layer['dir']}/requirements.txt"] = req.render(
-            **requirements_view(stack, closure, layer["pins"], layer["title"], layer))
-    if stack.base.kind == "local":
-        texts["base/build-base.sh"] = render_base_script(stack.base)
+    texts.update((k, v) for k, v in rendered.items() if k not in texts)
     return texts
