@@ -218,6 +218,12 @@ def _later(name):
     return run
 
 
+# envgen.matrix.refresh.READERS, named here so that building the parser imports no reader
+# (tests/test_cli_contract.py holds the two equal)
+REFRESH_READERS = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "nemo",
+                   "jax", "tensorflow")
+
+
 def _argparse_untranslated() -> None:
     """argparse asks gettext for each of its ~100 strings, and gettext looks for a catalogue
     on disk each time (10 ms a start). When there is none to find, its strings are its own."""
@@ -269,8 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--matrix FOLDER (default: the checkout's matrices/); nothing is "
                         "written when a sanity check fails (exit 1).")
     rf.add_argument("readers", nargs="*", metavar="READER",
-                    help="pytorch, lightning, transformers, accelerate, jax and/or closures "
-                         "(default: all, in that order)")
+                    help=f"{', '.join(REFRESH_READERS)} and/or closures (default: all, "
+                         f"in that order)")
     rf.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when a file would change")
     rf.add_argument("--index-url", default="https://pypi.org/simple", metavar="URL",

@@ -220,6 +220,8 @@ class FrameworkRelease(Located):
     requires_python: str | None = None
     python_floors: tuple[str, ...] = ()          # e.g. ("3.11.4",): 3.11 from its .4 on
     python_floors_why: str = ""
+    needs: tuple[tuple[str, str], ...] = ()      # name -> specifier its code needs (inferred)
+    needs_why: str = ""
     license: str = ""                            # SPDX, from the wheel's METADATA
     companion_licenses: tuple[tuple[str, str], ...] = ()   # those known, name -> SPDX
 

@@ -247,11 +247,16 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
         added.append(pkg)
     # what the chosen releases need besides the base and each other, as they state it
     # (Transformers' Trainer needs Accelerate): the closure resolves it exactly
+    # and what their code needs that their metadata does not state (inferred, with why)
+    needed = []
     for c in chosen:
-        for name, req in c.requires:
+        for name, req in (*c.requires, *c.needs):
             if name != base.package and name not in added:
                 pins.setdefault(name, req)   # a framework base may provide it already
                 added.append(name)
+        if c.needs:
+            needed.append(f"{m.framework(c.framework).package} {c.version} needs "
+                          f"{', '.join(n + s for n, s in c.needs)} ({c.needs_why})")
     reasons = [f"{fw.package} {chosen[0].version} is the newest release matching "
                f"{spec.describe()} that satisfies every constraint"]
     reasons += [f"{m.framework(c.framework).package} {c.version} goes with it (the newest "
@@ -259,6 +264,7 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
     reasons.append(f"{base.package} {st.version} is the newest {base.name} release inside "
                    f"{base.package}{needs or ' (any version)'}, the range the chosen releases "
                    f"state, that fits the host")
+    reasons += needed
     reasons += st.reasons[1:]
     return st.replace(
         stack=f"{fw.name}-{st.variant}", framework=fw.name, framework_package=fw.package,

@@ -221,3 +221,9 @@ def test_render_into_a_file_is_a_clean_error(capsys, tmp_path):
     f.write_text("x")
     rc, _out, err = run(capsys, "render", "pytorch-cu121", "-o", str(f))
     assert rc == 2 and "Traceback" not in err
+
+
+def test_refresh_help_names_every_reader_in_its_order():
+    from envgen.cli import REFRESH_READERS
+    from envgen.matrix.refresh import READERS
+    assert REFRESH_READERS == tuple(READERS)

@@ -45,7 +45,7 @@ def test_a_cache_others_can_write_is_not_read(tmp_path):
 def test_an_escaping_environment_never_loads_a_plain_compile(tmp_path):
     import jinja2
 
-    from envgen.render.env import _PrivateBytecodeCache
+    from envgen.render.env import private_bytecode_cache
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "x.j2").write_text("{{ v }}")
     cache = tmp_path / "c"
@@ -53,7 +53,7 @@ def test_an_escaping_environment_never_loads_a_plain_compile(tmp_path):
 
     def env(escape: bool) -> jinja2.Environment:
         return jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path / "t")),
-                                  bytecode_cache=_PrivateBytecodeCache(str(cache)),
+                                  bytecode_cache=private_bytecode_cache()(str(cache)),
                                   autoescape=escape)
     assert env(False).get_template("x.j2").render(v="<b>") == "<b>"
     assert env(True).get_template("x.j2").render(v="<b>") == "&lt;b&gt;"

@@ -3,7 +3,9 @@
 # base image made from this host's own install, with a matrix folder ($M) that names it.
 # The base provides torch and every framework over it that this Python has.
 step "python dependencies"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+if ls .whl/*.whl >/dev/null 2>&1; then   # else as an earlier call on this machine left it
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+elif [ ! -d /tmp/site ]; then echo "no .whl/ and no /tmp/site"; exit 1; fi
 export PYTHONPATH=/tmp/site:$REPO ENVGEN_HOME=/tmp/envgen-home ENVGEN_BUILD_NETWORK=none
 envgen() { python3 -m envgen "$@"; }
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version,compute_cap --format=csv,noheader
@@ -15,7 +17,9 @@ TBASE=${TV%%+*}; TLOCAL=${TV#*+}
 echo "driver $DRIVER, $NGPU GPU(s), torch $TV, python $PY ($(command -v python3))"
 
 step "docker engine"
-mkdir -p /tmp/dk && tar xJf .dk/docker-bin.tar.xz -C /tmp/dk
+# from .dk/, or as an earlier call on this machine left it (a call carries 64 MiB at most)
+if [ -f .dk/docker-bin.tar.xz ]; then mkdir -p /tmp/dk && tar xJf .dk/docker-bin.tar.xz -C /tmp/dk
+elif [ ! -x /tmp/dk/usr/bin/dockerd ]; then echo "no .dk/ and no /tmp/dk: no Docker"; exit 1; fi
 export PATH=/tmp/dk/usr/bin:/tmp/dk/usr/sbin:$PATH ENVGEN_DOCKER=/tmp/dk/usr/bin/docker
 docker info >/dev/null 2>&1 || (LD_LIBRARY_PATH=/tmp/dk/lib setsid dockerd --data-root /tmp/dockerdata --iptables=false \
     --bridge=none >/tmp/dockerd.log 2>&1 &)

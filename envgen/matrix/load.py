@@ -160,6 +160,8 @@ def _build(entries, sha, problems) -> Matrix:
             requires_python=raw.get("requires_python"), license=raw.get("license", ""),
             python_floors=_t(raw.get("python_floors")),
             python_floors_why=raw.get("python_floors_why", ""),
+            needs=tuple(sorted((raw.get("needs") or {}).items())),
+            needs_why=raw.get("needs_why", ""),
             companion_licenses=tuple(sorted((raw.get("companion_licenses") or {})
                                             .items()))))
     for raw, f, ln in entries["wheel_sources"]:
@@ -265,6 +267,15 @@ def _cross_check(m: Matrix, problems: list) -> None:
         if len(set(lines)) != len(lines) or not set(lines) <= set(r.pythons):
             _problem(problems, r, f"{r.framework} {r.version}: python_floors must name each "
                                   f"of its Python lines at most once")
+        if r.needs and not r.needs_why:
+            _problem(problems, r, f"{r.framework} {r.version}: needs without needs_why "
+                                  f"(what needs them, and its source)")
+        for name, spec in r.needs:
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                _problem(problems, r, f"{r.framework} {r.version}: needs {name}{spec!r}, not "
+                                      f"a version specifier")
         if r.python_floors and not r.python_floors_why:
             _problem(problems, r, f"{r.framework} {r.version}: python_floors without "
                                   f"python_floors_why (what needs them, and its source)")

@@ -140,6 +140,11 @@ SECTIONS = {
          # first patch that has what it calls (read from its source, so inferred)
          "python_floors": {**_list(PYTHON_PATCH), "minItems": 1},
          "python_floors_why": {"type": "string", "minLength": 1, "maxLength": 400},
+         # what its code needs that its Requires-Dist does not state (read from its source,
+         # so inferred): resolved in the add-ons' layer like `requires`
+         "needs": {"type": "object", "propertyNames": NAME, "additionalProperties": SPECIFIER,
+                   "minProperties": 1},
+         "needs_why": {"type": "string", "minLength": 1, "maxLength": 400},
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),

@@ -58,9 +58,9 @@ def labelvalue(value) -> str:
     return text
 
 
-def _bytecode_cache():
-    import os
-
+@lru_cache(maxsize=1)
+def private_bytecode_cache():
+    """The class of the template bytecode cache (made on first use: it subclasses Jinja's)."""
     import jinja2
 
     class _PrivateBytecodeCache(jinja2.FileSystemBytecodeCache):
@@ -88,6 +88,12 @@ def _bytecode_cache():
                 except OSError:   # a full or read-only disk: compile next time instead
                     pass
 
+    return _PrivateBytecodeCache
+
+
+def _bytecode_cache():
+    import os
+
     if os.environ.get("ENVGEN_NO_CACHE"):
         return None
     try:
@@ -96,7 +102,7 @@ def _bytecode_cache():
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     except Exception:   # no usable ENVGEN_HOME: render without the cache
         return None
-    return _PrivateBytecodeCache(str(folder))
+    return private_bytecode_cache()(str(folder))
 
 
 @lru_cache(maxsize=1)

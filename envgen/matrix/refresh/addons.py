@@ -44,8 +44,12 @@ EXTRAS = {
 # Pins of the base stack's closure an add-on's own requirements exclude: its closure resolves
 # them anew, in its own layer, over the base's CUDA libraries. NeMo's [asr] caps lightning at
 # 2.4.0, whose Requires-Dist says fsspec[http]<2026.0; torch's closures pin fsspec 2026.9.0.
+# Lightning 2.3 (the last line over torch 2.0, so lightning-cu117's) says packaging<25.0;
+# the cu117 torch closure pins packaging 26.4, which made that stack's closure unsolvable.
 UNPIN = {
     "nemo": {"packages": ["fsspec"], "source": "pypi:lightning/lightning-2.4.0-py3-none-any.whl"},
+    "lightning": {"packages": ["packaging"],
+                  "source": "pypi:lightning/lightning-2.3.3-py3-none-any.whl"},
 }
 # Add-ons PyPI serves for Linux only as source distributions: pip builds them in the image,
 # without build isolation (so the build sees the stack's torch), with these variables.
@@ -74,6 +78,26 @@ PYTHON_FLOORS = {
               "inferred: nemo/utils/tar_utils.py calls TarFile.extract(filter='data'), PEP "
               "706, in Python 3.12 and backported to 3.11.4 and 3.10.12")],
 }
+
+
+# What a release's code needs that its Requires-Dist does not state, read from its source
+# (inferred): resolved in the add-ons' layer as if stated. Lightning 2.2 and 2.3 end
+# lightning/fabric/__init__.py with __import__("pkg_resources").declare_namespace(__name__),
+# and setuptools 82.0.0 removed pkg_resources (its changelog, "Deprecations and Removals");
+# the newest setuptools made `import lightning` fail in lightning-cu117's image. Not in 2.4.
+NEEDS = {
+    "lightning": [("<2.4", {"setuptools": "<82"},
+                   "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
+                   "setuptools 82.0.0 removed")],
+}
+
+
+def needs(name: str, version: Version) -> dict:
+    """The needs fields of a release row (NEEDS)."""
+    for spec, what, why in NEEDS.get(name, ()):
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            return {"needs": dict(what), "needs_why": why}
+    return {}
 
 
 def python_floors(name: str, version: Version, pythons: list[str]) -> dict:
@@ -135,7 +159,7 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
     uploaded = min((f.get("upload-time") or "") for f in files)
     return {"framework": name, "version": str(ver), "released": uploaded[:7] or None,
             "pythons": pythons, "requires_python": rp,
-            **python_floors(name, ver, pythons),
+            **python_floors(name, ver, pythons), **needs(name, ver),
             "requires": dict(sorted(requires.items())),
             **({"license": license} if license else {}),
             "source": f"pypi:{package}/{wheel['filename']}"}

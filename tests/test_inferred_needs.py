@@ -1,4 +1,7 @@
-"""A release whose code needs a newer Python patch release than its Requires-Python says:
+"""What a release's code needs that its metadata does not say, read from its source and
+marked inferred. Lightning 2.2 and 2.3 import pkg_resources, which setuptools 82 removed:
+`needs: {setuptools: "<82"}`, resolved in the add-ons' layer. And a release whose code needs
+a newer Python patch release than its Requires-Python says:
 NeMo 3.0 restores a .nemo through TarFile.extract(filter=...), which Python 3.11 has from
 3.11.4 on, and Debian bookworm's python3 is 3.11.2. The matrix says so (python_floors on
 the release, python_patch on each base); the resolver moves the stack to a base whose
@@ -13,7 +16,7 @@ from packaging.version import Version
 
 from envgen.errors import EnvgenError, Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.matrix.refresh.addons import python_floors
+from envgen.matrix.refresh.addons import needs, python_floors
 from envgen.resolve import host_from_flags, resolve
 from envgen.spec import parse_spec
 
@@ -92,3 +95,28 @@ def test_a_floor_or_patch_release_that_does_not_fit_is_refused_with_its_line(
     with pytest.raises(EnvgenError) as e:
         load_matrix(folder)
     assert says in str(e.value) and name in (e.value.file or "") and e.value.line
+
+
+def test_lightning_2_3_gets_a_setuptools_with_pkg_resources_in_its_own_layer():
+    st = res("lightning-cu117")
+    assert st.version == "2.3.3" and dict(st.packages)["setuptools"] == "<82"
+    assert "setuptools" in st.addons, "resolved anew over the base closure's setuptools"
+    assert any("pkg_resources" in r for r in st.reasons)
+    assert "setuptools" not in dict(res("lightning-cu121").packages)   # 2.4 and later
+
+
+def test_the_reader_writes_needs_for_the_releases_that_have_them():
+    assert needs("lightning", Version("2.3.3"))["needs"] == {"setuptools": "<82"}
+    assert needs("lightning", Version("2.4.0")) == {} == needs("nemo", Version("3.0.0"))
+
+
+@pytest.mark.parametrize("old,new,says", [
+    ("  needs_why: 'inferred: lightning/fabric/__init__.py imports pkg_resources, which "
+     "setuptools 82.0.0 removed'\n", "", "needs without needs_why"),
+    ('needs: {setuptools: "<82"}', 'needs: {setuptools: "<<82"}', "needs"),
+])
+def test_needs_that_do_not_parse_or_say_nothing_of_why_are_refused(tmp_path, old, new, says):
+    folder = _matrix_with(tmp_path, "lightning.yaml", old, new)
+    with pytest.raises(EnvgenError) as e:
+        load_matrix(folder)
+    assert says in str(e.value) and e.value.line
