@@ -183,6 +183,10 @@ def cli_markdown(cli: dict) -> list[str]:
         f"stacks, one process | {a['median_s']:.3f} s (min {a['min_s']:.3f}) | | "
         f"{a['ratio_to_render_one']} × one render | < 1 s | "
         f"{'yes' if a['median_s'] < 1.0 else 'NO'} |", "",
+        "`render` after its first run is answered by the render cache "
+        "(`envgen/render/cache.py`: the texts kept by the sha256 of the views, templates "
+        "and rendering code), so it imports no Jinja; the first render of a stack, or "
+        "any with `ENVGEN_NO_CACHE=1`, renders through Jinja as before.", "",
         f"Stacks without a stored closure (their wheels come from an index this machine "
         f"cannot reach, so none is bundled; `render --all` without `--no-resolve` resolves "
         f"them with uv, as `render STACK` does): {missing}.",

@@ -81,7 +81,7 @@ def test_a_failed_first_write_creates_nothing(tmp_path, monkeypatch):
 
 def test_a_temporary_name_that_is_taken_is_never_reused(tmp_path, monkeypatch):
     names = iter(["aaaaaaaaaaaa", "aaaaaaaaaaaa", "bbbbbbbbbbbb"])
-    monkeypatch.setattr(files.secrets, "token_hex", lambda n: next(names))
+    monkeypatch.setattr(files, "_token", lambda: next(names))
     (tmp_path / ".envgen.lock.aaaaaaaaaaaa.tmp").write_text("someone else's\n")
     files.write_atomic(tmp_path / "envgen.lock", "mine\n")
     assert (tmp_path / ".envgen.lock.aaaaaaaaaaaa.tmp").read_text() == "someone else's\n"

@@ -25,16 +25,6 @@ class Uncacheable(Exception):
     """A view holds a value this module cannot write out faithfully."""
 
 
-def _record(x):
-    """json's hook for what it cannot write itself: a record, with its class and fields."""
-    fields = getattr(type(x), "__record_fields__", None)
-    if fields is None:
-        raise Uncacheable(type(x).__name__)
-    cls = type(x)
-    return {"record": f"{cls.__module__}.{cls.__qualname__}",
-            "fields": [[f.name, getattr(x, f.name)] for f in fields]}
-
-
 def _digest_files(h, paths) -> None:
     for p in paths:
         h.update(str(p.name).encode() + b"\0")
@@ -65,11 +55,28 @@ def _static(template_dir: Path) -> bytes:
 
 def key(jobs: dict[str, tuple[str, dict]], template_dir: Path) -> str:
     """The sha256 of {output: (template, view)} and of everything else a render reads.
-    Dicts keep their order (what a template's loop sees); a tuple is written as a list."""
+    Dicts keep their order (what a template's loop sees); a tuple is written as a list; a
+    record is written as the sha256 of its class and fields, once per object (the views of
+    one stack share its Stack and Closure many times over)."""
+    seen: dict[int, tuple[object, dict]] = {}
+
+    def record(x):
+        if id(x) in seen:
+            return seen[id(x)][1]
+        fields = getattr(type(x), "__record_fields__", None)
+        if fields is None:
+            raise Uncacheable(type(x).__name__)
+        cls = type(x)
+        body = json.dumps([f"{cls.__module__}.{cls.__qualname__}",
+                           [[f.name, getattr(x, f.name)] for f in fields]],
+                          separators=(",", ":"), default=record)
+        out = {"record": hashlib.sha256(body.encode()).hexdigest()}
+        seen[id(x)] = (x, out)   # x kept alive: its id is not reused while this runs
+        return out
     h = hashlib.sha256(_static(template_dir))
     try:
-        h.update(json.dumps(list(jobs.items()), separators=(",", ":"), default=_record,
-                            allow_nan=True).encode())
+        h.update(json.dumps(list(jobs.items()), separators=(",", ":"),
+                            default=record).encode())
     except (TypeError, ValueError) as e:   # a key that is not a string, a cycle
         raise Uncacheable(str(e)) from None
     return h.hexdigest()
