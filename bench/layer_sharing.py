@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 
 ROOT = Path(__file__).resolve().parents[1]
-FRAMEWORKS = ("pytorch", "lightning", "transformers", "accelerate")
+FRAMEWORKS = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed")
 
 
 def build(stack: str) -> tuple[str, float]:

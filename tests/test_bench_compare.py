@@ -59,3 +59,25 @@ def test_a_script_replaces_its_own_section_and_keeps_the_others():
     assert text.endswith("## A\n\nnew a\n\n## B\n\nnew b\n")
     text = replace_section(text, "## C", ["c"])
     assert text.endswith("## B\n\nnew b\n\n## C\n\nc\n") and text.count("## ") == 3
+
+
+def test_bench_all_rewrites_its_table_alone_and_orders_stacks_by_cuda_line(tmp_path,
+                                                                         monkeypatch):
+    import build_all
+    doc = tmp_path / "matrix-builds.md"
+    doc.write_text(f"# t\n\nintro\n\n{build_all.START}\nold table\n{build_all.END}\n\n"
+                   "## NeMo\n\nkept\n")
+    monkeypatch.setattr(build_all, "DOC", doc)
+    row = {"python": "3.11", "base": "debian-bookworm", "cuda": "12.1", "cudnn": "9",
+           "nccl": "2", "seconds": 1.0, "passed": True, "framework": "torch", "version": "1",
+           "inside": {"torch": "1", "driver": None},
+           "checks": {"passed": 6, "skipped": 7, "failed": []}}
+    build_all.write_doc({"lightning-cu121": {**row, "passed": False, "checks": {
+        "passed": 5, "skipped": 7, "failed": ["train"]}}, "pytorch-cu121": row,
+        "pytorch-cu117": row})
+    text = doc.read_text()
+    assert "old table" not in text and text.endswith("## NeMo\n\nkept\n")
+    names = [line.split(" | ")[0][2:] for line in text.splitlines()
+             if line.startswith("| ") and "-cu" in line]
+    assert names == ["pytorch-cu117", "pytorch-cu121", "lightning-cu121"]
+    assert "**no**: 5 / 7 / 1 (train)" in text and "driver" not in text

@@ -210,10 +210,15 @@ def test_an_extra_is_resolved_with_its_package_and_only_that_stack_key_changes()
     assert not any(c.startswith("fsspec==") for c in inputs["constraints"])
     assert any(c.startswith("torch==") for c in inputs["constraints"])   # the base's held
     assert dict(nemo.extras) == {"nemo-toolkit": "asr"} and nemo.unpinned == ("fsspec",)
-    for plain in ("pytorch-cu128", "lightning-cu128", "deepspeed-cu121"):
+    for plain in ("pytorch-cu128", "transformers-cu128", "deepspeed-cu121"):
         data = stack(plain).to_json()
         assert "extras" not in data and "unpinned" not in data, plain
         assert not any("[" in r for r in cl.inputs_for(stack(plain))["requirements"])
+    # Lightning unpins packaging (2.3 caps it below 25): where the base closure pins none,
+    # its closure is the stored one, unchanged
+    light = stack("lightning-cu128")
+    assert light.unpinned == ("packaging",) and "extras" not in light.to_json()
+    assert cl.closure_for(light, resolve=False)[1] == "bundled closure lightning-cu128.json"
     pinned = cl.closure_for(nemo, resolve=False)[0]   # the bundled closure has the extra's
     assert {"lightning", "hydra-core", "antlr4-python3-runtime"} <= {p.name for p in
                                                                      pinned.pins}
