@@ -14,6 +14,13 @@ from .env import environment, template_dir
 UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
 PAYLOAD_DIR = "/opt/envgen"
 PIP_CACHE = "/root/.cache/pip"
+# The files a hash-pinned step installs, kept in the cache mount by name: `pip download
+# --dest` reuses a file there whose sha256 is the pin's (and fetches it again if not), then
+# `pip install --no-index --find-links` installs from them; the download skips pip's HTTP
+# cache (no second copy of each wheel in the build cache). That cache keeps only
+# what the index lets it cache, and a package proxy that sends no cache headers made each
+# add-on layer of a bake download the same wheels again (docs/benchmarks.md).
+WHEEL_DIR = f"{PIP_CACHE}/files"
 # Mount points of the install steps. They exist before the first mount (made in the user
 # step), so BuildKit never creates and removes a stub for them and no layer records one.
 REQ_MOUNT = f"{PAYLOAD_DIR}/req"
@@ -177,7 +184,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "env": env,
         "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
-        "pip_cache": PIP_CACHE,
+        "pip_cache": PIP_CACHE, "wheel_dir": WHEEL_DIR,
         "req_mount": REQ_MOUNT,
         "src_mount": SRC_MOUNT,
         "payload": payload,
