@@ -171,8 +171,9 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
                             f"{clash.version}")
             continue
         needs = base_clause
-        for c in chosen:
+        for c in chosen:   # as stated, and what its code needs beyond that (inferred)
             needs &= SpecifierSet(dict(c.requires).get(base.package, ""))
+            needs &= SpecifierSet(dict(c.needs).get(base.package, ""))
         pythons = set(head.pythons).intersection(*(c.pythons for c in chosen))
         python = spec.python or host.python
         if python and python not in pythons:

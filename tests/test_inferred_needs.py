@@ -120,3 +120,13 @@ def test_needs_that_do_not_parse_or_say_nothing_of_why_are_refused(tmp_path, old
     with pytest.raises(EnvgenError) as e:
         load_matrix(folder)
     assert says in str(e.value) and e.value.line
+
+
+def test_transformers_5_14_is_not_put_over_torch_2_4():
+    # 5.14.1 states torch>=2.4 but imports DTensor, public from torch 2.5 (certification of
+    # transformers-cu121 over torch 2.4.1 failed on it): the cu121 stack takes 5.13.1
+    st = res("transformers-cu121")
+    assert st.version == "5.13.1" and dict(st.packages)["torch"] == "2.4.1"
+    pinned = res("transformers==5.14.1,variant=cu121")
+    assert Version(dict(pinned.packages)["torch"].split("+")[0]) >= Version("2.5")
+    assert any("DTensor" in r for r in pinned.reasons)

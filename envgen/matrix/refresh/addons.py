@@ -85,10 +85,19 @@ PYTHON_FLOORS = {
 # lightning/fabric/__init__.py with __import__("pkg_resources").declare_namespace(__name__),
 # and setuptools 82.0.0 removed pkg_resources (its changelog, "Deprecations and Removals");
 # the newest setuptools made `import lightning` fail in lightning-cu117's image. Not in 2.4.
+# Transformers 5.14 imports DTensor from torch.distributed.tensor whenever torch.distributed
+# is available (core_model_loading.py, distributed/sharding_utils.py); to 5.13 that import
+# sat behind is_torch_greater_or_equal("2.5"), and 5.15 states torch>=2.5 itself. DTensor is
+# public there from torch 2.5. 5.14.1 still states torch>=2.4: transformers-cu121 over
+# torch 2.4.1 failed certification with "cannot import name 'DTensor'" (2026-12-02).
 NEEDS = {
     "lightning": [("<2.4", {"setuptools": "<82"},
                    "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
                    "setuptools 82.0.0 removed")],
+    "transformers": [("==5.14.*", {"torch": ">=2.5"},
+                      "inferred: core_model_loading.py imports DTensor from "
+                      "torch.distributed.tensor with no torch version guard, public from "
+                      "torch 2.5")],
 }
 
 
