@@ -82,8 +82,8 @@ def table(results: dict[str, dict]) -> list[str]:
             f": {c['passed']} / {c['skipped']} / {len(c['failed'])}"
             + (f" ({', '.join(c['failed'])})" if c["failed"] else "") if c else "")
         md.append(f"| {name} | {e.get('framework', 'torch')} {e.get('version', e.get('torch'))} "
-                  f"| {e['python']} / {e.get('base', '-')} | {e['cuda']} / {e['cudnn']} / "
-                  f"{e['nccl']} | {inside} | {ok} | {e['seconds']} | {e.get('size_gb', '-')} "
+                  f"| {e['python']} / {e.get('base', '-')} | {e['cuda'] or '-'} / {e['cudnn'] or '-'} / "
+                  f"{e['nccl'] or '-'} | {inside} | {ok} | {e['seconds']} | {e.get('size_gb', '-')} "
                   f"| {e.get('date', '-')} |")
     return md
 
