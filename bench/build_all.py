@@ -77,14 +77,16 @@ def table(results: dict[str, dict]) -> list[str]:
         ins = e.get("inside") or {}
         inside = ", ".join(f"{k} {v}" for k, v in ins.items() if v is not None and k != "python") \
             if ins else e.get("error", "-")
-        c = e.get("checks") or {}
-        ok = ("yes" if e.get("passed") else "**no**") + (
-            f": {c['passed']} / {c['skipped']} / {len(c['failed'])}"
-            + (f" ({', '.join(c['failed'])})" if c["failed"] else "") if c else "")
-        md.append(f"| {name} | {e.get('framework', 'torch')} {e.get('version', e.get('torch'))} "
-                  f"| {e['python']} / {e.get('base', '-')} | {e['cuda'] or '-'} / {e['cudnn'] or '-'} / "
-                  f"{e['nccl'] or '-'} | {inside} | {ok} | {e['seconds']} | {e.get('size_gb', '-')} "
-                  f"| {e.get('date', '-')} |")
+        ok = "yes" if e.get("passed") else "**no**"
+        if e.get("checks"):
+            c = e["checks"]
+            ok += f": {c['passed']} / {c['skipped']} / {len(c['failed'])}"
+            if c["failed"]:
+                ok += f" ({', '.join(c['failed'])})"
+        lib = " / ".join(str(e[k] or "-") for k in ("cuda", "cudnn", "nccl"))
+        md.append(f"| {name} | {e['framework']} {e['version']} | {e['python']} / "
+                  f"{e.get('base', '-')} | {lib} | {inside} | {ok} | {e['seconds']} | "
+                  f"{e.get('size_gb', '-')} | {e.get('date', '-')} |")
     return md
 
 

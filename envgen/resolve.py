@@ -100,8 +100,8 @@ def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package
                          f"wheels for"
         if python and b.python != python:
             return None, f"base {b.name} has Python {b.python}, not {python}"
-        if r.python_short(b):
-            return None, f"{package} {r.python_short(b)}"
+        if short := r.python_short(b):
+            return None, f"{package} {short}"
         return b, f"base {b.name} was asked for"
     pool = [b for b in m.bases if b.kind != "framework" and b.python in r.pythons
             and (python is None or b.python == python) and not r.python_short(b)]

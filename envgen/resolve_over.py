@@ -114,6 +114,11 @@ def _pick_others(m, others, chosen) -> str | None:
     return None
 
 
+def _too_old(chosen, base) -> str | None:
+    """The first chosen release's reason that `base`'s Python patch release is too old."""
+    return next(filter(None, (c.python_short(base) for c in chosen)), None)
+
+
 def _newer_python(m, spec: Spec, host, resolve_base, base_spec: Spec, chosen, pythons):
     """The base stack on the first default base whose Python patch release the chosen
     releases' code accepts (python_floors), when the one resolve chose is too old for it:
@@ -123,13 +128,13 @@ def _newer_python(m, spec: Spec, host, resolve_base, base_spec: Spec, chosen, py
         return None, ""
     for b in m.bases:
         if not b.default or b.kind == "framework" or b.python not in pythons or \
-                any(c.python_short(b) for c in chosen):
+                _too_old(chosen, b):
             continue
         try:
             st = resolve_base(replace(base_spec, python=b.python), host)
         except Unsatisfiable:
             continue
-        if not any(c.python_short(st.base) for c in chosen):
+        if not _too_old(chosen, st.base):
             return st, f"base {st.base.name} (Python {st.base.python_patch or st.python}) " \
                        f"instead"
     return None, "no default base with such a Python resolves"
@@ -192,8 +197,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
             rejected.append(f"{fw.package} {head.version} needs Python "
                             f"{', '.join(sorted(pythons))}; the base stack has {st.python}")
             continue
-        short = next((c.python_short(st.base) for c in chosen if c.python_short(st.base)),
-                     None)
+        short = _too_old(chosen, st.base)
         if short:
             st, why = _newer_python(m, spec, host, resolve_base, base_spec, chosen, pythons)
             if st is None:

@@ -195,15 +195,22 @@ def _unique(problems, items, key, what):
 
 
 def _requires_check(m: Matrix, r, problems: list) -> None:
-    """A release of a builds_on framework names the base framework's package it needs and
-    carries no variants (they are the base's); any other release has variants."""
+    """A release's requires and needs are version specifiers, and needs and python_floors
+    say why; a release of a builds_on framework names the base framework's package it needs
+    and carries no variants (they are the base's); any other release has variants."""
     fw = m.framework(r.framework)
     where = f"{r.framework} {r.version}"
-    for name, spec in r.requires:
-        try:
-            SpecifierSet(spec)
-        except InvalidSpecifier:
-            _problem(problems, r, f"{where}: requires {name}{spec!r}, not a version specifier")
+    for field, pins in (("requires", r.requires), ("needs", r.needs)):
+        for name, spec in pins:
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                _problem(problems, r, f"{where}: {field} {name}{spec!r}, not a version "
+                                      f"specifier")
+    for field, why in (("needs", r.needs_why), ("python_floors", r.python_floors_why)):
+        if getattr(r, field) and not why:
+            _problem(problems, r, f"{where}: {field} without {field}_why (what needs them, "
+                                  f"and its source)")
     if fw.builds_on:
         base = m.framework(fw.builds_on)
         if r.variants:
@@ -267,18 +274,6 @@ def _cross_check(m: Matrix, problems: list) -> None:
         if len(set(lines)) != len(lines) or not set(lines) <= set(r.pythons):
             _problem(problems, r, f"{r.framework} {r.version}: python_floors must name each "
                                   f"of its Python lines at most once")
-        if r.needs and not r.needs_why:
-            _problem(problems, r, f"{r.framework} {r.version}: needs without needs_why "
-                                  f"(what needs them, and its source)")
-        for name, spec in r.needs:
-            try:
-                SpecifierSet(spec)
-            except InvalidSpecifier:
-                _problem(problems, r, f"{r.framework} {r.version}: needs {name}{spec!r}, not "
-                                      f"a version specifier")
-        if r.python_floors and not r.python_floors_why:
-            _problem(problems, r, f"{r.framework} {r.version}: python_floors without "
-                                  f"python_floors_why (what needs them, and its source)")
         try:
             V(r.version)
         except InvalidVersion:
