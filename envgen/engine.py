@@ -22,6 +22,7 @@ CALL_S = 120.0   # the bound on any one later call (reads of a stream included)
 OWNER_LABEL = "io.envgen.owner"        # HOST:PID of the envgen that started a container
 DEADLINE_LABEL = "io.envgen.deadline"  # epoch seconds after which it has no business running
 PIDNS_LABEL = "io.envgen.pidns"        # the owner's PID namespace: its pid means nothing outside
+CALL_LABEL = "io.envgen.call"          # one run_to_end's token: finds a container half-created
 
 
 def seconds_from_env(name: str, default: float) -> float:
@@ -127,6 +128,14 @@ def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
     if labels.get(PIDNS_LABEL, "") != pid_namespace():
         return False   # another namespace's pid cannot be checked from here: the deadline decides
     return who == host and pid.isdigit() and not state.pid_alive(int(pid))
+
+
+def _remove_labelled(c, token: str) -> None:
+    try:
+        for ct in c.containers.list(all=True, filters={"label": f"{CALL_LABEL}={token}"}):
+            ct.remove(force=True)
+    except Exception:  # the daemon is gone too: the next envgen's reap() removes it
+        pass
 
 
 def reap(c) -> list[str]:
@@ -291,11 +300,18 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
     envgen removes it (`reap`). `before_start(container)` may inspect it first;
     `on_stderr_line(text)` sees the container's stderr line by line while it runs."""
     limit = int(timeout) + GRACE_S
+    token = os.urandom(8).hex()
     labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
-              DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S)}
-    container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
-                                                    *command],
-                                    detach=True, labels=labels, **create_kwargs)
+              DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S), CALL_LABEL: token}
+    try:
+        container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
+                                                        *command],
+                                        detach=True, labels=labels, **create_kwargs)
+    except BaseException:
+        # The daemon may have made it before the answer came back (a signal while docker-py
+        # reads the reply or inspects the new container): no handle yet, so find it by token.
+        _remove_labelled(c, token)
+        raise
     try:
         if before_start is not None:
             before_start(container)

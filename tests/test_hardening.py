@@ -182,6 +182,35 @@ def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
     assert labels[engine.PIDNS_LABEL] == engine.pid_namespace() != ""
 
 
+def test_a_signal_while_the_container_is_being_created_still_removes_it():
+    # The daemon made the container, then Ctrl-C or SIGTERM arrived before docker-py handed it
+    # back: there is no handle, so run_to_end finds it by its own token and removes it.
+    daemon, removed = {}, []
+
+    class Ct:
+        def __init__(self, cid, labels):
+            self.id, self.labels = cid, labels
+
+        def remove(self, force):
+            removed.append(self.id)
+            daemon.pop(self.id)
+
+    def create(image, command, detach, labels, **kw):
+        daemon["half"] = Ct("half", labels)
+        raise KeyboardInterrupt
+
+    def listing(all, filters):
+        key, _, value = filters["label"].partition("=")
+        return [ct for ct in daemon.values() if ct.labels.get(key) == value]
+    other = Ct("other", {engine.CALL_LABEL: "not-this-call"})
+    daemon["other"] = other
+    client = types.SimpleNamespace(containers=types.SimpleNamespace(create=create,
+                                                                    list=listing))
+    with pytest.raises(KeyboardInterrupt):
+        engine.run_to_end(client, "img", ["python", "x.py"], 100)
+    assert removed == ["half"] and list(daemon) == ["other"]
+
+
 # ---- certificates ----------------------------------------------------------------------------
 
 def _cert(profile="", passed=True, created="2026-12-01T00:00:00Z"):

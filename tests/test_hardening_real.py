@@ -133,13 +133,13 @@ def _start(argv, env) -> subprocess.Popen:
                             env={**os.environ, **env}, preexec_fn=_default_signals)
 
 
-def _wait_for(predicate, seconds: float, what: str):
+def _wait_for(predicate, seconds: float, what: str, every: float = 0.2):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(every)
     raise AssertionError(f"no {what} within {seconds} s")
 
 
@@ -154,7 +154,10 @@ def test_sigterm_or_ctrl_c_during_certify_removes_the_container_and_saves_nothin
     home = tmp_path / "home"
     proc = _start(["certify", TAG, "--gpus", "none"], {"ENVGEN_HOME": str(home)})
     try:
-        _wait_for(lambda: labelled_containers(proc.pid), 60, "certification container")
+        # polled closely, so the signal often lands while the container is still being
+        # created, before envgen holds a handle to it (the window a CI run once hit)
+        _wait_for(lambda: labelled_containers(proc.pid), 60, "certification container",
+                  every=0.01)
         for _ in range(burst):
             if proc.poll() is not None:
                 break
