@@ -190,8 +190,9 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
         try:
             st = resolve_base(base_spec, host)
         except Unsatisfiable as e:
-            rejected.append(f"{fw.package} {head.version} needs {base.package}{needs}: "
-                            f"{e.message}")
+            why = "; ".join(c.needs_why for c in chosen if dict(c.needs).get(base.package))
+            rejected.append(f"{fw.package} {head.version} needs {base.package}{needs}"
+                            f"{f' ({why})' if why else ''}: {e.message}")
             continue
         if st.python not in pythons:
             rejected.append(f"{fw.package} {head.version} needs Python "

@@ -130,3 +130,17 @@ def test_transformers_5_14_is_not_put_over_torch_2_4():
     pinned = res("transformers==5.14.1,variant=cu121")
     assert Version(dict(pinned.packages)["torch"].split("+")[0]) >= Version("2.5")
     assert any("DTensor" in r for r in pinned.reasons)
+
+
+def test_transformers_4_50_and_4_51_are_not_put_over_torch_2_0():
+    # modeling_utils imports flex_attention.py, whose module-level @torch.compiler.disable
+    # needs torch 2.1 (transformers-cu117, 4.51.3 over torch 2.0.1, failed certification)
+    assert needs("transformers", Version("4.51.3"))["needs"] == {"torch": ">=2.1"}
+    assert needs("transformers", Version("4.50.0"))["needs"] == {"torch": ">=2.1"}
+    assert needs("transformers", Version("4.49.0")) == {} == needs("transformers",
+                                                                   Version("4.52.4"))
+    st = res("transformers-cu117")
+    assert st.version == "4.49.0" and dict(st.packages)["torch"] == "2.0.1"
+    with pytest.raises(EnvgenError) as e:
+        res("transformers==4.51.3,variant=cu117")
+    assert e.value.exit_code == 2 and "torch.compiler" in str(e.value)

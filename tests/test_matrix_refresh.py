@@ -371,3 +371,34 @@ def test_the_extra_an_image_installs_is_read_and_the_others_are_not():
                                "transformers": ">=0"}
     assert row["pythons"][0] == "3.10" and row["license"] == "Apache-2.0"
     assert "ctc" not in str(row) and reader("nemo").FILE == "nemo.yaml"
+
+
+def test_a_release_whose_dependency_the_index_cannot_serve_is_left_out(tmp_path):
+    # transformers 5.25.0 requires kernels>=0.19.1 while the index served kernels up to
+    # 0.17.2: a row for it would resolve stacks whose closures cannot be built
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    (folder / "lightning.yaml").unlink()
+    data = recorded()
+    (wheel,) = data["projects"]["packaging"]
+    data["projects"]["packaging"] = [{**wheel, "filename": "packaging-22.0-py3-none-any.whl"}]
+    with RecordedIndex(data) as idx:
+        (r,) = refresh(["lightning"], folder, index_url=idx.url)
+    rows = {x["version"] for x in
+            yaml.safe_load((folder / "lightning.yaml").read_text())["framework_releases"]}
+    assert rows == {"2.5.6"}, r["warnings"]
+    assert any(w.startswith("lightning 2.6.6 left out: it requires packaging")
+               and "the index serves packaging up to 22.0" in w
+               for w in r["warnings"])
+
+
+def test_a_framework_with_every_line_left_out_is_refused(tmp_path):
+    folder = matrix_with(tmp_path, ["2.4.1"])
+    (folder / "lightning.yaml").unlink()
+    data = recorded()
+    del data["projects"]["tqdm"]
+    with RecordedIndex(data) as idx:
+        r = cli("--matrix", str(folder), "matrix", "refresh", "lightning",
+                "--index-url", idx.url)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "every release line was left out" in r.stderr and "no project tqdm" in r.stderr
+    assert not (folder / "lightning.yaml").exists()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
+from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
+                             parse_sdist_filename, parse_wheel_filename)
+from packaging.version import InvalidVersion, Version
 
 from .licenses import license_of
 from .pypi import (Refused, Run, classifier_pythons, newest_per_minor, releases, requirements,
@@ -94,7 +96,12 @@ NEEDS = {
     "lightning": [("<2.4", {"setuptools": "<82"},
                    "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
                    "setuptools 82.0.0 removed")],
-    "transformers": [("==5.14.*", {"torch": ">=2.5"},
+    "transformers": [(">=4.50,<4.52", {"torch": ">=2.1"},
+                      "inferred: modeling_utils.py imports integrations/flex_attention.py, "
+                      "whose module-level @torch.compiler.disable needs torch.compiler, public "
+                      "from torch 2.1 (4.51.3 over torch 2.0.1 failed certification: module "
+                      "'torch' has no attribute 'compiler')"),
+                     ("==5.14.*", {"torch": ">=2.5"},
                       "inferred: core_model_loading.py imports DTensor from "
                       "torch.distributed.tensor with no torch version guard, public from "
                       "torch 2.5")],
@@ -127,7 +134,37 @@ def own_sdist(name: str) -> bool:
 KEPT = {"torch", *(pkg for pkg, *_ in ADDONS.values())}
 
 
-def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
+def _unmet(run: Run, reqs, package: str) -> str | None:
+    """The first requirement of a release that no file on the index satisfies (a release can
+    name a dependency newer than the index serves): its row would resolve to a stack whose
+    closure cannot be built. The framework's and add-ons' own ranges are the matrix's job."""
+    for r in reqs:
+        key = canonicalize_name(r.name)
+        if key in KEPT or key == package:
+            continue
+        try:
+            page = run.index.project(key)
+        except Refused:
+            return f"{r}, and the index has no project {key}"
+        versions = set()
+        for f in page["files"]:
+            if f.get("yanked"):
+                continue
+            try:
+                if f["filename"].endswith(".whl"):
+                    versions.add(parse_wheel_filename(f["filename"])[1])
+                else:
+                    versions.add(parse_sdist_filename(f["filename"])[1])
+            except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                continue
+        if not any(r.specifier.contains(v, prereleases=True) for v in versions):
+            newest = max(versions, default=None)
+            return (f"{r}, and the index serves {key} "
+                    + (f"up to {newest}" if newest else "in no version"))
+    return None
+
+
+def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | None:
     package, _, extra, _ = ADDONS[name]
     what = f"{package} {ver}"
     if own_sdist(name):
@@ -148,6 +185,10 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict:
             if key in requires and requires[key] != spec:
                 spec = str(SpecifierSet(requires[key]) & r.specifier)
             requires[key] = spec or ">=0"
+    unmet = _unmet(run, reqs, package)
+    if unmet:
+        run.warn(f"{what} left out: it requires {unmet}")
+        return None
     if "torch" not in requires:
         raise Refused(f"{what}: its METADATA states no torch requirement"
                       + (f" (looked in the {extra!r} extra too)" if extra else ""))
@@ -203,7 +244,10 @@ def reader(name: str):
             chosen = newest_per_minor(files, Version(first))
             if not chosen:
                 raise Refused(f"{package}: the index lists no release from {first} on")
-            rows = [release_row(run, name, v, files[v]) for v in chosen]
+            rows = [row for v in chosen if (row := release_row(run, name, v, files[v]))]
+            if not rows:
+                raise Refused(f"{package}: every release line was left out: "
+                              f"{'; '.join(run.warnings)[:400]}")
             entry = {"name": name, "package": package, "builds_on": "pytorch",
                      "smoke": name, "source": docs}
             if name in SOURCE_BUILDS:

@@ -1,7 +1,8 @@
 """Record the slice of PyPI that tests/test_matrix_refresh.py replays: the PEP 691 pages of
 torch, torchvision and torchaudio cut down to a few releases, the nvidia-* wheels their
-variants pin in matrices/pytorch.yaml (whose METADATA gives the variants' licences), and the
-METADATA of each kept wheel (read with range requests, as `envgen matrix refresh` does).
+variants pin in matrices/pytorch.yaml (whose METADATA gives the variants' licences), the newest
+wheel of each project lightning requires, and the METADATA of each kept wheel (read with range
+requests, as `envgen matrix refresh` does).
 
     .venv/bin/python tests/data/refresh/record.py     # rewrites recorded.json beside it
 """
@@ -43,6 +44,29 @@ def nvidia_pins() -> dict[str, set[str]]:
 FIELDS = ("filename", "size", "upload-time", "requires-python", "yanked", "hashes")
 
 
+def dependency_pages(index: Index, out: dict) -> None:
+    """The projects the kept lightning wheels require (not torch's own), each cut down to its
+    newest wheel inside the requirement: the refresh checks the index can install them."""
+    from envgen.matrix.refresh.pypi import requirements
+    from packaging.utils import canonicalize_name
+    wanted: dict[str, list] = {}
+    for name, text in out["metadata"].items():
+        if name.startswith("lightning-"):
+            for r in requirements(text, "3.12", name):
+                key = canonicalize_name(r.name)
+                if key not in out["projects"]:
+                    wanted.setdefault(key, []).append(r.specifier)
+    for key, specs in sorted(wanted.items()):
+        best = None
+        for f in index.project(key)["files"]:
+            if not f["filename"].endswith(".whl") or f.get("yanked"):
+                continue
+            ver = parse_wheel_filename(f["filename"])[1]
+            if all(s.contains(ver) for s in specs) and (best is None or ver > best[0]):
+                best = (ver, {k: f[k] for k in FIELDS if k in f})
+        out["projects"][key] = [best[1]] if best else []
+
+
 def main() -> int:
     index = Index()
     out = {"source": "https://pypi.org/simple (PEP 691 JSON), recorded by this script",
@@ -61,6 +85,7 @@ def main() -> int:
                     text = index.metadata(f)[0]
                     out["metadata"][name] = text.split("\n\n", 1)[0] + "\n\n"
         out["projects"][project] = files
+    dependency_pages(index, out)
     path = Path(__file__).with_name("recorded.json")
     path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path}: {sum(map(len, out['projects'].values()))} wheels")
