@@ -222,11 +222,22 @@ class FrameworkRelease(Located):
     python_floors_why: str = ""
     needs: tuple[tuple[str, str], ...] = ()      # name -> specifier its code needs (inferred)
     needs_why: str = ""
+    needs_over: str = ""                         # only over these base versions (a specifier)
     license: str = ""                            # SPDX, from the wheel's METADATA
     companion_licenses: tuple[tuple[str, str], ...] = ()   # those known, name -> SPDX
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    def needs_at(self, base_version: str) -> tuple[tuple[str, str], ...]:
+        """Its needs over base release `base_version` (a needs_over range may rule them out:
+        DeepSpeed needs a setuptools with pkg_resources only over a torch whose
+        cpp_extension imports it)."""
+        if not self.needs_over:
+            return self.needs
+        from packaging.specifiers import SpecifierSet
+        local = base_version.split("+")[0]
+        return self.needs if SpecifierSet(self.needs_over).contains(local, True) else ()
 
     def python_short(self, base: "BaseImage") -> str | None:
         """Why `base`'s Python is too old a patch release for this release's code (its

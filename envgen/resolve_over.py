@@ -178,7 +178,8 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
         needs = base_clause
         for c in chosen:   # as stated, and what its code needs beyond that (inferred)
             needs &= SpecifierSet(dict(c.requires).get(base.package, ""))
-            needs &= SpecifierSet(dict(c.needs).get(base.package, ""))
+            if not c.needs_over:   # needs over some base versions cannot narrow the base
+                needs &= SpecifierSet(dict(c.needs).get(base.package, ""))
         pythons = set(head.pythons).intersection(*(c.pythons for c in chosen))
         python = spec.python or host.python
         if python and python not in pythons:
@@ -190,7 +191,8 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
         try:
             st = resolve_base(base_spec, host)
         except Unsatisfiable as e:
-            why = "; ".join(c.needs_why for c in chosen if dict(c.needs).get(base.package))
+            why = "; ".join(c.needs_why for c in chosen
+                            if not c.needs_over and dict(c.needs).get(base.package))
             rejected.append(f"{fw.package} {head.version} needs {base.package}{needs}"
                             f"{f' ({why})' if why else ''}: {e.message}")
             continue
@@ -256,13 +258,15 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
     # and what their code needs that their metadata does not state (inferred, with why)
     needed = []
     for c in chosen:
-        for name, req in (*c.requires, *c.needs):
+        at = c.needs_at(st.version)
+        for name, req in (*c.requires, *at):
             if name != base.package and name not in added:
                 pins.setdefault(name, req)   # a framework base may provide it already
                 added.append(name)
-        if c.needs:
+        if at:
+            over = f" over {base.package}{c.needs_over}" if c.needs_over else ""
             needed.append(f"{m.framework(c.framework).package} {c.version} needs "
-                          f"{', '.join(n + s for n, s in c.needs)} ({c.needs_why})")
+                          f"{', '.join(n + s for n, s in at)}{over} ({c.needs_why})")
     reasons = [f"{fw.package} {chosen[0].version} is the newest release matching "
                f"{spec.describe()} that satisfies every constraint"]
     reasons += [f"{m.framework(c.framework).package} {c.version} goes with it (the newest "

@@ -144,3 +144,34 @@ def test_transformers_4_50_and_4_51_are_not_put_over_torch_2_0():
     with pytest.raises(EnvgenError) as e:
         res("transformers==4.51.3,variant=cu117")
     assert e.value.exit_code == 2 and "torch.compiler" in str(e.value)
+
+
+def test_deepspeed_gets_a_setuptools_with_pkg_resources_only_over_torch_before_2_2():
+    # torch 2.0.1's cpp_extension imports pkg_resources (gone in setuptools 82): DeepSpeed's
+    # build over it failed; over torch 2.4.1 it builds with setuptools 84
+    row = needs("deepspeed", Version("0.17.6"))
+    assert row["needs"] == {"setuptools": "<82"} and row["needs_over"] == "<2.2"
+    # 0.18 and later compile Muon's kernels with torch.compile when imported (torch 2.0
+    # refuses it on Python 3.11+): they take torch 2.2 or later, so cu117 takes 0.17.6
+    assert needs("deepspeed", Version("0.19.8"))["needs"] == {"torch": ">=2.2"}
+    old = res("deepspeed-cu117")
+    assert old.version == "0.17.6" and dict(old.packages)["torch"].startswith("2.0.") and \
+        dict(old.packages)["setuptools"] == "<82"
+    with pytest.raises(EnvgenError) as e:
+        res("deepspeed==0.19.8,variant=cu117")
+    assert "torch.compile" in str(e.value) and "deepspeed==0.17.6" in " ".join(e.value.hints)
+    assert any("over torch<2.2" in r and "pkg_resources" in r for r in old.reasons)
+    new = res("deepspeed-cu121")
+    assert "setuptools" not in dict(new.packages)
+    assert not any("over torch<2.2" in r for r in new.reasons)
+
+
+@pytest.mark.parametrize("old,new,says", [
+    ('needs_over: "<2.2"', 'needs_over: "<<2.2"', "not a version specifier"),
+    ('  needs: {setuptools: "<82"}\n', "", "needs_over without needs"),
+])
+def test_a_needs_over_that_does_not_parse_or_has_no_needs_is_refused(tmp_path, old, new, says):
+    folder = _matrix_with(tmp_path, "deepspeed.yaml", old, new)
+    with pytest.raises(EnvgenError) as e:
+        load_matrix(folder)
+    assert says in str(e.value) and e.value.line and "deepspeed.yaml" in str(e.value.file)

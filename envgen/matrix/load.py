@@ -161,7 +161,7 @@ def _build(entries, sha, problems) -> Matrix:
             python_floors=_t(raw.get("python_floors")),
             python_floors_why=raw.get("python_floors_why", ""),
             needs=tuple(sorted((raw.get("needs") or {}).items())),
-            needs_why=raw.get("needs_why", ""),
+            needs_why=raw.get("needs_why", ""), needs_over=raw.get("needs_over", ""),
             companion_licenses=tuple(sorted((raw.get("companion_licenses") or {})
                                             .items()))))
     for raw, f, ln in entries["wheel_sources"]:
@@ -207,6 +207,14 @@ def _requires_check(m: Matrix, r, problems: list) -> None:
             except InvalidSpecifier:
                 _problem(problems, r, f"{where}: {field} {name}{spec!r}, not a version "
                                       f"specifier")
+    if r.needs_over:
+        try:
+            SpecifierSet(r.needs_over)
+        except InvalidSpecifier:
+            _problem(problems, r, f"{where}: needs_over {r.needs_over!r}, not a version "
+                                  f"specifier")
+        if not r.needs:
+            _problem(problems, r, f"{where}: needs_over without needs")
     for field, why in (("needs", r.needs_why), ("python_floors", r.python_floors_why)):
         if getattr(r, field) and not why:
             _problem(problems, r, f"{where}: {field} without {field}_why (what needs them, "

@@ -145,6 +145,8 @@ SECTIONS = {
          "needs": {"type": "object", "propertyNames": NAME, "additionalProperties": SPECIFIER,
                    "minProperties": 1},
          "needs_why": {"type": "string", "minLength": 1, "maxLength": 400},
+         # the base framework's versions over which `needs` applies (all when absent)
+         "needs_over": SPECIFIER,
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),

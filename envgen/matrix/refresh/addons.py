@@ -105,14 +105,26 @@ NEEDS = {
                       "inferred: core_model_loading.py imports DTensor from "
                       "torch.distributed.tensor with no torch version guard, public from "
                       "torch 2.5")],
+    # DeepSpeed builds its ops with torch.utils.cpp_extension (setup.py, and JIT at run time)
+    "deepspeed": [(">=0.18", {"torch": ">=2.2"},
+                   "inferred: runtime/zero/muon/original_muon.py applies torch.compile when "
+                   "imported, which torch 2.0 refuses on Python 3.11+ (0.19.8 over torch 2.0.1 "
+                   "failed certification on it), and torch 2.1's cpp_extension imports "
+                   "pkg_resources, gone in setuptools 82: torch 2.2 is the first with neither"),
+                  ("<0.18", {"setuptools": "<82"},
+                   "inferred: torch.utils.cpp_extension of torch before 2.2 imports "
+                   "pkg_resources, which setuptools 82.0.0 removed (pytorch/pytorch#113023 "
+                   "replaced it; deepspeed-cu117's build over torch 2.0.1 failed on it)", "<2.2")],
 }
 
 
 def needs(name: str, version: Version) -> dict:
-    """The needs fields of a release row (NEEDS)."""
-    for spec, what, why in NEEDS.get(name, ()):
+    """The needs fields of a release row (NEEDS; a fourth item is the torch range over which
+    they apply)."""
+    for spec, what, why, *over in NEEDS.get(name, ()):
         if SpecifierSet(spec).contains(version, prereleases=True):
-            return {"needs": dict(what), "needs_why": why}
+            return {"needs": dict(what), "needs_why": why,
+                    **({"needs_over": over[0]} if over else {})}
     return {}
 
 
