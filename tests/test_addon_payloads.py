@@ -193,3 +193,40 @@ def test_a_broken_framework_is_reported_not_a_crash(name, tmp_path, opt_envgen):
     assert code == 1 and failed(report) == [f"{name}_import"]
     assert "RuntimeError: half-installed" in by_name[f"{name}_import"]["detail"]
     assert by_name["versions"]["passed"] and "train" not in by_name  # the rest still reports
+
+
+class _Gloo:
+    """torch.distributed as the payload sees it: a world of one on `backend`, whose
+    all_reduce refuses the dtypes in `refuses` the way torch 2.0's gloo refuses bfloat16."""
+
+    def __init__(self, backend="gloo", refuses=(), initialized=True):
+        self.backend, self.refuses, self.initialized = backend, refuses, initialized
+        self.reduced = []
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return self.initialized
+
+    def get_backend(self):
+        return self.backend
+
+    def all_reduce(self, t):
+        self.reduced.append(t.dtype)
+        if t.dtype in self.refuses:
+            raise RuntimeError("Invalid scalar type")
+
+
+def test_deepspeed_amp_is_left_to_level_cuda_only_where_gloo_refuses_bf16():
+    torch = pytest.importorskip("torch")
+    from envgen.smoke import deepspeed_smoke as d
+    old = _Gloo(refuses=(torch.bfloat16,))
+    why = d.gloo_bf16_refusal(old, torch.bfloat16)
+    assert "cannot all-reduce bfloat16 (Invalid scalar type)" in why and "level cuda" in why
+    assert old.reduced == [torch.bfloat16]   # it asked the backend, it did not guess
+    assert d.gloo_bf16_refusal(_Gloo(), torch.bfloat16) is None            # gloo has it
+    assert d.gloo_bf16_refusal(_Gloo(backend="nccl", refuses=(torch.bfloat16,)),
+                               torch.bfloat16) is None
+    assert d.gloo_bf16_refusal(_Gloo(initialized=False), torch.bfloat16) is None
+    assert d.gloo_bf16_refusal(old, torch.float16) is None

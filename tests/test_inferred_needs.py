@@ -149,17 +149,19 @@ def test_transformers_4_50_and_4_51_are_not_put_over_torch_2_0():
 def test_deepspeed_gets_a_setuptools_with_pkg_resources_only_over_torch_before_2_2():
     # torch 2.0.1's cpp_extension imports pkg_resources (gone in setuptools 82): DeepSpeed's
     # build over it failed; over torch 2.4.1 it builds with setuptools 84
-    row = needs("deepspeed", Version("0.17.6"))
+    row = needs("deepspeed", Version("0.16.9"))
     assert row["needs"] == {"setuptools": "<82"} and row["needs_over"] == "<2.2"
     # 0.18 and later compile Muon's kernels with torch.compile when imported (torch 2.0
-    # refuses it on Python 3.11+): they take torch 2.2 or later, so cu117 takes 0.17.6
+    # refuses it on Python 3.11+), and 0.17.6's ZeRO-2 failed over torch 2.0.1: they take
+    # torch 2.2 or later, so cu117 takes 0.16.9
     assert needs("deepspeed", Version("0.19.8"))["needs"] == {"torch": ">=2.2"}
+    assert needs("deepspeed", Version("0.17.6"))["needs"] == {"torch": ">=2.2"}
     old = res("deepspeed-cu117")
-    assert old.version == "0.17.6" and dict(old.packages)["torch"].startswith("2.0.") and \
+    assert old.version == "0.16.9" and dict(old.packages)["torch"].startswith("2.0.") and \
         dict(old.packages)["setuptools"] == "<82"
     with pytest.raises(EnvgenError) as e:
         res("deepspeed==0.19.8,variant=cu117")
-    assert "torch.compile" in str(e.value) and "deepspeed==0.17.6" in " ".join(e.value.hints)
+    assert "torch.compile" in str(e.value) and "deepspeed==0.16.9" in " ".join(e.value.hints)
     assert any("over torch<2.2" in r and "pkg_resources" in r for r in old.reasons)
     new = res("deepspeed-cu121")
     assert "setuptools" not in dict(new.packages)

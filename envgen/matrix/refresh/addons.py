@@ -111,7 +111,12 @@ NEEDS = {
                    "imported, which torch 2.0 refuses on Python 3.11+ (0.19.8 over torch 2.0.1 "
                    "failed certification on it), and torch 2.1's cpp_extension imports "
                    "pkg_resources, gone in setuptools 82: torch 2.2 is the first with neither"),
-                  ("<0.18", {"setuptools": "<82"},
+                  ("==0.17.*", {"torch": ">=2.2"},
+                   "inferred: 0.17.6's ZeRO-2 training over torch 2.0.1 raised IndexError in "
+                   "stage_1_and_2.reduce_ipg_grads (no gradient buffer; seen in certification, "
+                   "cause not read) while 0.16.9 trains over it, and torch 2.1's cpp_extension "
+                   "imports pkg_resources, gone in setuptools 82"),
+                  ("<0.17", {"setuptools": "<82"},
                    "inferred: torch.utils.cpp_extension of torch before 2.2 imports "
                    "pkg_resources, which setuptools 82.0.0 removed (pytorch/pytorch#113023 "
                    "replaced it; deepspeed-cu117's build over torch 2.0.1 failed on it)", "<2.2")],
