@@ -239,6 +239,12 @@ class FrameworkRelease(Located):
         local = base_version.split("+")[0]
         return self.needs if SpecifierSet(self.needs_over).contains(local, True) else ()
 
+    def base_need(self, package: str) -> str:
+        """The range of the base framework's `package` its code needs whatever the base's
+        version ("" when none): a need that holds only over some base versions (needs_over)
+        cannot narrow the base."""
+        return "" if self.needs_over else dict(self.needs).get(package, "")
+
     def python_short(self, base: "BaseImage") -> str | None:
         """Why `base`'s Python is too old a patch release for this release's code (its
         python_floors), or None when it is not, or when the matrix does not say which

@@ -178,8 +178,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
         needs = base_clause
         for c in chosen:   # as stated, and what its code needs beyond that (inferred)
             needs &= SpecifierSet(dict(c.requires).get(base.package, ""))
-            if not c.needs_over:   # needs over some base versions cannot narrow the base
-                needs &= SpecifierSet(dict(c.needs).get(base.package, ""))
+            needs &= SpecifierSet(c.base_need(base.package))
         pythons = set(head.pythons).intersection(*(c.pythons for c in chosen))
         python = spec.python or host.python
         if python and python not in pythons:
@@ -191,8 +190,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
         try:
             st = resolve_base(base_spec, host)
         except Unsatisfiable as e:
-            why = "; ".join(c.needs_why for c in chosen
-                            if not c.needs_over and dict(c.needs).get(base.package))
+            why = "; ".join(c.needs_why for c in chosen if c.base_need(base.package))
             rejected.append(f"{fw.package} {head.version} needs {base.package}{needs}"
                             f"{f' ({why})' if why else ''}: {e.message}")
             continue

@@ -202,10 +202,6 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
             if key in requires and requires[key] != spec:
                 spec = str(SpecifierSet(requires[key]) & r.specifier)
             requires[key] = spec or ">=0"
-    unmet = _unmet(run, reqs, package)
-    if unmet:
-        run.warn(f"{what} left out: it requires {unmet}")
-        return None
     if "torch" not in requires:
         raise Refused(f"{what}: its METADATA states no torch requirement"
                       + (f" (looked in the {extra!r} extra too)" if extra else ""))
@@ -220,6 +216,11 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
         pythons = [p for p in classifier_pythons(text) if p in pythons]
     if not pythons:
         raise Refused(f"{what}: Requires-Python {rp} admits none of {', '.join(PYTHONS)}")
+    # last: it reads an index page per dependency, and a malformed release is refused first
+    unmet = _unmet(run, reqs, package)
+    if unmet:
+        run.warn(f"{what} left out: it requires {unmet}")
+        return None
     license, why = license_of(text)
     if license is None:
         run.warn(f"{what}: no license written ({wheel['filename']}: {why})")
