@@ -1,17 +1,16 @@
 #!/bin/bash
 # NeMo's speech collection (nemo-toolkit[asr] 3.0.0) certified on the lent GPU machine, on
 # a framework base: the host's own install (bench/gpu/common.sh) with the distributions
-# NeMo adds over it installed from carried files. Those (59 cp312 wheels and the antlr4
-# sdist, 37 MB) and the Docker bundle (44 MB) exceed what one call carries (64 MiB), so it
-# takes two calls on the same machine:
-#   bash bench/gpu/nemo.sh prepare OUT   carry .dk .whl .nemo-a: Docker, the host base, the
-#                                        first part of the files kept in /tmp/nemo-files
-#   bash bench/gpu/nemo.sh certify OUT   carry .nemo-b: the rest (wandb, antlr4); build the
-#                                        NeMo base, certify on GPU 0, run the payload natively
-# NOT RUN YET: written on 2026-12-02, when the session's GPU time was spent before a
-# machine could start (docs/certification.md). The files: `pip download --no-deps
-# --only-binary=:all: --python-version 3.12` of nemo-cu130's closure minus the host's
-# packages (KINDS.md's list), plus fsspec 2025.12.0 and packaging 24.2 (lightning 2.4.0's caps).
+# NeMo adds over it installed from carried files, in two calls on the same machine:
+#   bash bench/gpu/nemo.sh prepare OUT   carry .dk .whl: Docker and the host base
+#   bash bench/gpu/nemo.sh certify OUT   carry .nemo: nemo-files.tar.xz; build the NeMo
+#                                        base, certify on GPU 0, run the payload natively
+# (the machine stays warm 30 s between calls: send the second at once).
+# The files: `uv pip compile` of "nemo-toolkit[asr]==3.0.0" for Python 3.12 with the host's
+# pip freeze as preferences, the packages it chose beside the host's versions fetched with
+# `pip download --no-deps --only-binary=:all: --python-version 3.12` (antlr4 as its sdist),
+# the wheels rewritten ZIP_STORED and packed as .nemo/nemo-files.tar.xz (xz -9e).
+# Ran on 2026-12-02: docs/certification.md, docs/certificates/h200-nemo-2026-12-02.json.
 set -uo pipefail
 MODE=${1:?prepare or certify}; OUT=${2:-${OUT:-/tmp/envgen-gpu}}
 mkdir -p "$OUT"
@@ -21,14 +20,14 @@ step() { echo "== [$(( $(date +%s) - T0 ))s] $*"; }
 REPO=$(pwd)
 source bench/gpu/common.sh || exit 1
 mkdir -p /tmp/nemo-files
-for d in .nemo-a .nemo-b; do [ -d $d ] && cp $d/* /tmp/nemo-files/; done
+# the files travel as one xz tarball of the wheels rewritten uncompressed (ZIP_STORED: 36 MB
+# of wheels become 24.5 MB), in the certify call
+for t in .nemo/*.tar.xz; do [ -f "$t" ] && tar xJf "$t" -C /tmp/nemo-files; done
 ls /tmp/nemo-files | wc -l; du -sh /tmp/nemo-files
-if [ "$MODE" = prepare ]; then
-  step "what pip would take from the files over this host's install (wandb, antlr4 come next)"
-  python3 -m pip install --dry-run --no-index --find-links /tmp/nemo-files \
-      --report "$OUT/nemo-dry-run.json" "nemo-toolkit[asr]==3.0.0" 2>&1 | tail -15
-  step "done"; exit 0
-fi
+if [ "$MODE" = prepare ]; then step "done: Docker and the host base are ready"; exit 0; fi
+step "what pip takes from the files over this host's install"
+python3 -m pip install --dry-run --no-index --find-links /tmp/nemo-files \
+    --report "$OUT/nemo-dry-run.json" "nemo-toolkit[asr]==3.0.0" 2>&1 | tail -15
 NEMO_BASE="$BASE_TAG-nemo-3.0.0"
 step "NeMo over the framework base, from /tmp/nemo-files ($NEMO_BASE)"
 rm -rf /tmp/nemo-ctx && mkdir -p /tmp/nemo-ctx && cp /tmp/nemo-files/* /tmp/nemo-ctx/
