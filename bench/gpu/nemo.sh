@@ -19,12 +19,12 @@ T0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - T0 ))s] $*"; }
 REPO=$(pwd)
 source bench/gpu/common.sh || exit 1
+if [ "$MODE" = prepare ]; then step "done: Docker and the host base are ready"; exit 0; fi
 mkdir -p /tmp/nemo-files
 # the files travel as one xz tarball of the wheels rewritten uncompressed (ZIP_STORED: 36 MB
 # of wheels become 24.5 MB), in the certify call
 for t in .nemo/*.tar.xz; do [ -f "$t" ] && tar xJf "$t" -C /tmp/nemo-files; done
 ls /tmp/nemo-files | wc -l; du -sh /tmp/nemo-files
-if [ "$MODE" = prepare ]; then step "done: Docker and the host base are ready"; exit 0; fi
 step "what pip takes from the files over this host's install"
 python3 -m pip install --dry-run --no-index --find-links /tmp/nemo-files \
     --report "$OUT/nemo-dry-run.json" "nemo-toolkit[asr]==3.0.0" 2>&1 | tail -15
