@@ -11,7 +11,7 @@ demo: bootstrap
 	$(ENVGEN) build pytorch-cu121 --certify
 
 test: bootstrap
-	$(PY) -m pytest -q -m "not gpu and not slow"
+	$(PY) -m pytest -q --durations=25 -m "not gpu and not slow"
 
 test-unit: bootstrap
 	$(PY) -m pytest -q -m "not docker and not gpu and not slow"
