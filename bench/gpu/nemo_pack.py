@@ -24,16 +24,17 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from envgen.closure import uv_binary
+from envgen.errors import EnvironmentMissing
+from envgen.model import canonical_name
+
 ROOT = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
 
 
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def pins(text: str) -> dict[str, str]:
-    return {norm(m[1]): m[2] for line in text.splitlines() if (m := PIN.match(line.strip()))}
+    return {canonical_name(m[1]): m[2]
+            for line in text.splitlines() if (m := PIN.match(line.strip()))}
 
 
 def compile_over(freeze: Path, requirement: str, python: str, out: Path) -> dict[str, str]:
@@ -41,9 +42,10 @@ def compile_over(freeze: Path, requirement: str, python: str, out: Path) -> dict
     shutil.copyfile(freeze, out)  # uv reads an existing output file as its preferences
     req = out.with_name("requirement.in")
     req.write_text(requirement + "\n")
-    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
-    if not uv:
-        sys.exit("nemo_pack: uv is not installed (pip install uv)")
+    try:
+        uv = uv_binary()
+    except EnvironmentMissing as e:
+        sys.exit(f"nemo_pack: {e}")
     subprocess.run([uv, "pip", "compile", str(req), "-o", str(out), "--python-version", python,
                     "--python-platform", "x86_64-manylinux_2_28", "--no-header", "--quiet"],
                    check=True)
