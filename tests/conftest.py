@@ -7,7 +7,7 @@ import json
 import pytest
 
 import services
-from services import TAG, docker, envgen
+from services import TAG, envgen
 
 PROVENANCE = ("ENVGEN_SOURCE_URL", "ENVGEN_REVISION", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
               "GITHUB_SHA")
@@ -44,8 +44,19 @@ def home(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def built(home):
-    """`envgen build pytorch-cu121 --certify` for real, once per run; removed at the end."""
+def images_before():
+    """The names and IDs of images on the daemon before any test built one: the clean-up of
+    each test that builds leaves these alone (services.remove_own_image)."""
+    if not services.first_daemon_answers():
+        return frozenset()
+    return services.image_names()
+
+
+@pytest.fixture(scope="session")
+def built(home, images_before):
+    """`envgen build pytorch-cu121 --certify` for real, once per run; at the end every name
+    the tests gave it goes (registry tags from pushes included), and the image with them
+    unless a name from before holds it (the user's `make demo` builds the same ID)."""
     if not services.first_daemon_answers():
         pytest.skip("no Docker daemon answers")
     r = envgen("build", "pytorch-cu121", "--certify", "--tag", TAG, "--json",
@@ -53,8 +64,7 @@ def built(home):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
     yield out
-    # every name the tests gave it (registry tags from pushes included), and so the image
-    docker("rmi", "-f", out["image_id"])
+    services.remove_own_image(out["image_id"], images_before)
 
 
 @pytest.fixture(scope="session")

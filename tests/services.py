@@ -24,6 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The one real build of the default stack that the Docker tests share (conftest `built`).
 TAG = "envgen-test/pytorch-cu121:ci"
+OWN_NAMESPACE = "envgen-test/"   # every tag a test gives starts so
 
 
 def envgen(*args, env=None, timeout=1800) -> subprocess.CompletedProcess:
@@ -39,11 +40,52 @@ def docker(*args, host: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, env=env)
 
 
-def free_build_cache(host: str | None = None) -> None:
-    """Drop the daemon's build cache that no image holds (cache mounts included). The real
-    builds of a CI run together hold more than a CI machine's free disk: each test that
-    built something cold gives its cache back once measured. Images stay."""
+def free_build_cache(host: str) -> None:
+    """Drop all build cache of a daemon the tests started themselves (`second_daemon`).
+    Never the first daemon's: its cache is the user's too (a `make demo` rebuild takes 2 s
+    with it and minutes without), and nothing tells a test's cache records from theirs."""
+    if not host:
+        raise ValueError("free_build_cache prunes only a daemon the tests started")
     docker("builder", "prune", "--all", "--force", host=host)
+
+
+def image_names(host: str | None = None) -> frozenset[str]:
+    """Every name (`repo:tag`, `repo@sha256:…`) and image ID on the daemon now: what was
+    there before the tests, which their clean-up leaves alone."""
+    r = docker("image", "ls", "--all", "--no-trunc", "--digests", "--format",
+               "{{.ID}} {{.Repository}} {{.Tag}} {{.Digest}}", host=host)
+    names = set()
+    for line in r.stdout.splitlines():
+        image_id, repo, tag, digest = (line.split() + ["<none>"] * 4)[:4]
+        names.add(image_id)
+        if repo != "<none>" and tag != "<none>":
+            names.add(f"{repo}:{tag}")
+        if repo != "<none>" and digest != "<none>":
+            names.add(f"{repo}@{digest}")
+    return frozenset(names)
+
+
+def remove_own_image(ref: str, before: frozenset[str], host: str | None = None) -> None:
+    """Remove what the tests made of image `ref` (an ID or a name): each of its names that
+    was not there `before` or is in the tests' own namespace, one `docker rmi NAME` each, then the image by ID only when no
+    name is left and it was not there before either. Never `rmi -f ID`: a reproducible
+    build gives the user's `make demo` image this very ID, and -f by ID removes every tag."""
+    def names_of(image: str) -> tuple[str, list[str]] | None:
+        r = docker("image", "inspect", image, host=host)
+        if r.returncode != 0:
+            return None
+        info = json.loads(r.stdout)[0]
+        return info["Id"], [*(info.get("RepoTags") or []), *(info.get("RepoDigests") or [])]
+    found = names_of(ref)
+    if found is None:
+        return   # gone already
+    image_id, names = found
+    for name in names:
+        if name not in before or name.startswith(OWN_NAMESPACE):
+            docker("rmi", name, host=host)
+    left = names_of(image_id)
+    if left is not None and not left[1] and image_id not in before:
+        docker("rmi", image_id, host=host)
 
 
 def first_daemon_answers() -> bool:
@@ -56,9 +98,10 @@ def first_daemon_answers() -> bool:
 
 
 @contextmanager
-def certified_build(spec: str, tag: str, home: str) -> Iterator[dict]:
+def certified_build(spec: str, tag: str, home: str, before: frozenset[str]) -> Iterator[dict]:
     """`envgen build SPEC --certify --gpus none --tag TAG --json` (it must pass), its JSON;
-    the image is removed after. Skips where no Docker daemon answers."""
+    what it made of the image is removed after (`remove_own_image`). Skips where no Docker
+    daemon answers."""
     if not first_daemon_answers():
         pytest.skip("no Docker daemon answers")
     r = envgen("build", spec, "--certify", "--gpus", "none", "--tag", tag, "--json",
@@ -68,7 +111,7 @@ def certified_build(spec: str, tag: str, home: str) -> Iterator[dict]:
     try:
         yield out
     finally:
-        docker("rmi", "-f", out["image_id"])
+        remove_own_image(out["image_id"], before)
 
 
 def free_port() -> int:

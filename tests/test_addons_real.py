@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services import docker, envgen
+from services import docker, envgen, remove_own_image
 
 pytestmark = pytest.mark.docker
 # add-on -> the install layers it adds over PyTorch's
@@ -18,7 +18,7 @@ OWN_LAYERS = {"accelerate": 1, "deepspeed": 2}
 
 
 @pytest.fixture(scope="module", params=sorted(OWN_LAYERS))
-def addon(built, home, request):
+def addon(built, home, images_before, request):
     name = request.param
     tag = f"envgen-test/{name}-cu121:ci"
     r = envgen("build", f"{name}-cu121", "--certify", "--gpus", "none", "--tag", tag,
@@ -26,7 +26,7 @@ def addon(built, home, request):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
     yield {**out, "name": name, "tag": tag}
-    docker("rmi", "-f", out["image_id"])
+    remove_own_image(out["image_id"], images_before)
 
 
 def layers(ref: str) -> list[str]:

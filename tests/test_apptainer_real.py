@@ -43,7 +43,7 @@ def sif(home, wrapper, tmp_path_factory):
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         yield {"path": out, "image_id": image_id, "made": json.loads(r.stdout), "env": env}
     finally:
-        docker("rmi", "-f", TAG)
+        docker("rmi", TAG)
 
 
 def test_the_sif_records_its_digest_and_the_image_it_came_from(sif):

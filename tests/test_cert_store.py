@@ -324,4 +324,4 @@ def test_a_certificate_naming_an_image_here_with_another_stack_is_refused(tmp_pa
         assert f"forged.json:1: refused: image {image_id[:19]} on this daemon is " \
                f"pytorch-cu130 2.11.0, not the accelerate-cu130" in r.stderr
     finally:
-        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=60)
+        subprocess.run(["docker", "rmi", tag], capture_output=True, timeout=60)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from services import docker, envgen, first_daemon_answers, free_build_cache
+from services import docker, envgen, first_daemon_answers, remove_own_image
 
 pytestmark = pytest.mark.docker
 TAG = "envgen-test/jax-cuda12:ci"
 
 
 @pytest.fixture(scope="module")
-def jax_built(home):
+def jax_built(home, images_before):
     if not first_daemon_answers():
         pytest.skip("no Docker daemon answers")
     r = envgen("build", "jax-cuda12", "--certify", "--gpus", "none", "--tag", TAG, "--json",
@@ -24,8 +24,7 @@ def jax_built(home):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
     yield out
-    docker("rmi", "-f", out["image_id"])
-    free_build_cache()   # its CUDA 12.9 wheels and trixie layers: gigabytes no later test uses
+    remove_own_image(out["image_id"], images_before)
 
 
 def test_it_builds_on_trixie_and_certifies_at_level_cpu(jax_built):

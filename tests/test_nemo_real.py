@@ -19,8 +19,8 @@ TAG = "envgen-test/nemo-cu124:ci"
 
 
 @pytest.fixture(scope="module")
-def nemo_built(home):
-    with certified_build("nemo-cu124", TAG, home) as out:
+def nemo_built(home, images_before):
+    with certified_build("nemo-cu124", TAG, home, images_before) as out:
         yield out
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from services import ROOT, docker
+from services import ROOT, docker, remove_own_image
 
 pytestmark = pytest.mark.docker
 
@@ -38,7 +38,8 @@ def write_project(folder, exit_code: int):
     (folder / "envgen.yaml").write_text(text)
 
 
-def test_a_project_builds_over_the_stack_and_its_own_check_decides(tmp_path, built, home):
+def test_a_project_builds_over_the_stack_and_its_own_check_decides(tmp_path, built, home,
+                                                                  images_before):
     proj = tmp_path / "trainer"
     proj.mkdir()
     r = envgen("init", "pytorch-cu121", cwd=proj, home=home)
@@ -95,9 +96,9 @@ def test_a_project_builds_over_the_stack_and_its_own_check_decides(tmp_path, bui
                if c["name"] == "project smoke"]
         assert bad and not bad[0]["passed"] and "exited 3" in bad[0]["detail"]
         assert docker("image", "inspect", "envgen-test/failing:1").returncode != 0
-        docker("rmi", "-f", failed["image_id"])
+        remove_own_image(failed["image_id"], images_before)
     finally:
-        docker("rmi", "-f", image)
+        remove_own_image(image, images_before)
 
 
 def test_an_image_built_from_an_envgen_image_certifies_against_its_stack(tmp_path, built,
@@ -116,4 +117,4 @@ def test_an_image_built_from_an_envgen_image_certifies_against_its_stack(tmp_pat
         assert cert["passed"] and cert["stack"]["stack"] == "pytorch-cu121"
         assert cert["image_id"] != built["image_id"]   # its own certificate
     finally:
-        docker("rmi", "-f", tag)
+        docker("rmi", tag)

@@ -164,9 +164,6 @@ def test_a_changed_byte_on_the_index_fails_the_rebuild_naming_the_package(pushed
     failed = [d["message"] for d in drift if d["kind"] == "rebuild-failed"]
     assert failed and "filelock==" in failed[0] and "does not match the sha256" in failed[0]
     assert docker("image", "inspect", "envgen-verify/pytorch-cu121:rebuild").returncode != 0
-    # The last build on this daemon: its cache (the pip cache, the layers of the stack's
-    # own build) goes, before the teammate's rebuild needs the disk.
-    free_build_cache()
 
 
 def test_a_refused_push_is_exit_3_and_writes_no_lock(built, home, readonly_registry, tmp_path):

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from services import docker, envgen, first_daemon_answers
+from services import docker, envgen, first_daemon_answers, remove_own_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]   # 294 s here: docs/matrix-builds.md
 TAG = "envgen-test/tensorflow-cpu:ci"
 
 
 @pytest.fixture(scope="module")
-def tf_built(home):
+def tf_built(home, images_before):
     if not first_daemon_answers():
         pytest.skip("no Docker daemon answers")
     r = envgen("build", "tensorflow-cpu", "--certify", "--gpus", "none", "--tag", TAG, "--json",
@@ -23,7 +23,7 @@ def tf_built(home):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
     yield out
-    docker("rmi", "-f", out["image_id"])
+    remove_own_image(out["image_id"], images_before)
 
 
 def test_it_certifies_at_level_cpu_with_the_keras_checks(tf_built):
