@@ -41,8 +41,12 @@ def driver_cuda(matrix: Matrix, driver: str) -> str | None:
 
 
 def gpu_knows(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict:
-    """Whether `driver` is new enough to know `gpu` at all: a GPU needs a driver branch that
-    supports its product, whatever CUDA the image carries (forward compatibility included)."""
+    """Whether `driver` knows `gpu` at all: a GPU needs a driver branch that supports its
+    product, neither older than its first driver nor past its last branch, whatever CUDA
+    the image carries (forward compatibility included)."""
+    last = past_last_branch(matrix, gpu, driver)
+    if last is not None:
+        return last
     floor = matrix.gpu_min_driver(gpu)
     if floor is None:
         return Verdict(True, None, f"the matrix names no first driver for the {gpu.name}")
@@ -52,6 +56,18 @@ def gpu_knows(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict:
         return Verdict(False, None, f"driver {driver} is older than {need}, the first driver "
                                     f"that supports the {gpu.name}{note}")
     return Verdict(True, None, f"driver {driver} supports the {gpu.name} (from {need}{note})")
+
+
+def past_last_branch(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict | None:
+    """The refusal when `driver` is on a branch after the last one that supports `gpu`."""
+    last = matrix.gpu_last_branch(gpu)
+    if last is None or int(driver.split(".")[0]) <= int(last[0]):
+        return None
+    branch, _source, why = last
+    arch = f" ({gpu.arch.capitalize()})" if gpu.arch else ""
+    note = f" (inferred: {why})" if why else ""
+    return Verdict(False, None, f"driver {driver} is past R{branch}, the last driver branch "
+                                f"that supports the {gpu.name}{arch}{note}")
 
 
 def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None = None,

@@ -152,6 +152,9 @@ class Gpu(Located):
     brand: str = ""
     min_driver: str = ""          # the first driver that supports this product, when its
     min_driver_source: str = ""   # architecture's first driver is not (from its own source)
+    last_branch: str = ""         # the last driver branch that supports it, when not its
+    last_branch_source: str = ""  # architecture's (from its own source)
+    last_branch_why: str = ""     # set when that last branch is inferred: how
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,9 @@ class GpuArchitecture(Located):
 
     arch: str = ""
     min_driver: str = ""
+    last_branch: str = ""         # the last driver branch that supports the architecture
+    last_branch_source: str = ""  # NVIDIA's notice that says so
+    last_branch_why: str = ""     # set when that last branch is inferred: how
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,9 @@ class ProjectLayer:
     # the folder the files are read from (not part of the stack: a label or lock has "",
     # and the files are then looked for in the current folder, by their sha256)
     root: str = field(default="", compare=False)
+    # where each pip pin is written (the project file and {name: line}), for a message
+    source: str = field(default="", compare=False)
+    pip_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict:
         return {"name": self.name, "pip": dict(self.pip), "apt": list(self.apt),

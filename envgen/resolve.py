@@ -307,6 +307,11 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
         tries.append((any_version, host))
     if spec.python or host.python:
         tries.append((dc_replace(spec, python=None), dc_replace(host, python=None)))
+    last = m.gpu_last_branch(host.gpu) if host.gpu and host.driver else None
+    branch = m.driver_branch_of(last[0]) if last else None
+    if branch and int(host.driver.split(".")[0]) > int(branch.branch):
+        # the GPU's last branch, at its newest release, may still run a CUDA build
+        tries.append((spec, dc_replace(host, driver=branch.latest)))
     if host.driver and spec.variant != "cpu":
         # a driver no CUDA build runs on still runs the CPU build (no driver: no recursion)
         tries.append((dc_replace(spec, variant="cpu"), dc_replace(host, driver=None)))
@@ -321,6 +326,8 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
             text += f",python={st.python}"
         if h.sources != host.sources:
             text += f" --sources {h.sources}"
+        if h.driver and h.driver != host.driver:
+            text += f" --driver {h.driver}"
         if text not in out:
             out.append(text)
     return out[:3]

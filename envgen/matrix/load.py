@@ -95,6 +95,10 @@ def _t(x) -> tuple:
     return tuple(x or ())
 
 
+def _last_branch(raw) -> dict:
+    return {k: raw.get(k, "") for k in ("last_branch", "last_branch_source", "last_branch_why")}
+
+
 def _build(entries, sha, problems) -> Matrix:
     def loc(raw, f, line):
         return {"source": raw["source"], "file": f, "line": line,
@@ -123,10 +127,12 @@ def _build(entries, sha, problems) -> Matrix:
         m.gpus.append(Gpu(**loc(raw, f, ln), name=raw["name"], aliases=_t(raw.get("aliases")),
                           cc=raw["cc"], arch=raw.get("arch", ""), gpu_class=raw["class"],
                           brand=raw.get("brand", ""), min_driver=raw.get("min_driver", ""),
-                          min_driver_source=raw.get("min_driver_source", "")))
+                          min_driver_source=raw.get("min_driver_source", ""),
+                          **_last_branch(raw)))
     for raw, f, ln in entries["gpu_architectures"]:
         m.architectures.append(GpuArchitecture(**loc(raw, f, ln), arch=raw["arch"],
-                                               min_driver=raw["min_driver"]))
+                                               min_driver=raw["min_driver"],
+                                               **_last_branch(raw)))
     for raw, f, ln in entries["libraries"]:
         m.libraries.append(Library(**loc(raw, f, ln), name=raw["name"],
                                    version=raw["version"], cuda=raw["cuda"]))
@@ -248,6 +254,13 @@ def _cross_check(m: Matrix, problems: list) -> None:
         elif V(d.latest) < V(d.first):
             _problem(problems, d, f"driver branch {d.branch}: latest {d.latest} is older "
                                   f"than first {d.first}")
+    # a first driver past the last branch would leave no driver that knows the GPU
+    firsts = [(a, a.arch, a.min_driver) for a in m.architectures]
+    firsts += [(g, g.name, (m.gpu_min_driver(g) or ("",))[0]) for g in m.gpus]
+    for row, name, first in firsts:
+        if row.last_branch and first and int(first.split(".")[0]) > int(row.last_branch):
+            _problem(problems, row, f"{name}: first driver {first} is past its last branch "
+                                    f"R{row.last_branch}")
     majors = {c.major for c in m.cuda_majors}
     for c in m.cuda:
         if c.major not in majors:

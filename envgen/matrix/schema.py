@@ -58,6 +58,18 @@ def _entry(required: dict, optional: dict | None = None) -> dict:
             "required": sorted([*required, "source"])}
 
 
+# A GPU's (or an architecture's) last driver branch: a newer branch does not know it. Its
+# source is its own (the deprecation notice, not the first driver's release notes); a why
+# says it is inferred and how.
+LAST_BRANCH = {"last_branch": {"type": "string", "pattern": r"^[0-9]{3}$"},
+               "last_branch_source": SOURCE, "last_branch_why": WHY}
+
+
+def _last_branch(entry: dict) -> dict:
+    """An entry that may name a last branch, which then needs its own source."""
+    return {**entry, "dependentRequired": {"last_branch": ["last_branch_source"]}}
+
+
 def _list(item: dict) -> dict:
     return {"type": "array", "items": item}
 
@@ -96,12 +108,13 @@ SECTIONS = {
     "forward_compat": _list(_entry(
         {"cuda": CUDA_VER, "branches": _list({"type": "string", "pattern": r"^[0-9]{3}$"})},
         {"gpu_classes": _list({"enum": ["datacenter", "workstation", "jetson"]})})),
-    "gpus": _list(_entry(
+    "gpus": _list(_last_branch(_entry(
         {"name": GPU_NAME, "cc": CC,
          "class": {"enum": ["datacenter", "workstation", "geforce", "jetson"]}},
         {"aliases": _list(GPU_NAME), "arch": NAME, "brand": NAME, "min_driver": DRIVER,
-         "min_driver_source": SOURCE})),
-    "gpu_architectures": _list(_entry({"arch": NAME, "min_driver": DRIVER})),
+         "min_driver_source": SOURCE, **LAST_BRANCH}))),
+    "gpu_architectures": _list(_last_branch(_entry({"arch": NAME, "min_driver": DRIVER},
+                                                   LAST_BRANCH))),
     "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
     "frameworks": _list(_entry(
         {"name": NAME, "package": NAME},
@@ -248,6 +261,8 @@ def _describe(err) -> str:   # a jsonschema.ValidationError
     if err.validator == "additionalProperties":
         extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
         return f"{where}: unknown key(s) {', '.join(extra)}"
+    if err.validator == "dependentRequired":
+        return f"{where}: {err.message.replace(' is a dependency of ', ' is required with ')}"
     if err.validator == "required":
         return f"{where}: {err.message.replace(' is a required property', '')} is required"
     if err.validator == "pattern":

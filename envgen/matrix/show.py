@@ -27,8 +27,8 @@ def _items(m: Matrix, section: str):
 
 def _rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
     if section == "gpu_architectures":
-        return ([[a.arch, a.min_driver, a.source] for a in m.architectures],
-                ["arch", "min_driver", "source"])
+        return ([[a.arch, a.min_driver, a.last_branch, a.source] for a in m.architectures],
+                ["arch", "min_driver", "last_branch", "source"])
     if section == "drivers":
         return ([[d.branch, d.first, d.latest, d.lts, d.eol, d.source] for d in m.drivers],
                 ["branch", "first", "latest", "lts", "eol", "source"])
@@ -42,8 +42,9 @@ def _rows(m: Matrix, section: str) -> tuple[list[list], list[str]]:
                  for f in m.forward_compat], ["cuda", "branches", "gpu_classes", "source"])
     if section == "gpus":
         return ([[g.name, g.cc, g.arch, g.gpu_class, g.brand,
-                  (m.gpu_min_driver(g) or ("",))[0], g.source] for g in m.gpus],
-                ["name", "cc", "arch", "class", "brand", "min_driver", "source"])
+                  (m.gpu_min_driver(g) or ("",))[0], (m.gpu_last_branch(g) or ("",))[0],
+                  g.source] for g in m.gpus],
+                ["name", "cc", "arch", "class", "brand", "min_driver", "last_branch", "source"])
     if section == "libraries":
         return ([[x.name, x.version, x.cuda, x.source] for x in m.libraries],
                 ["name", "version", "cuda", "source"])

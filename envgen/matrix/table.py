@@ -48,6 +48,10 @@ class Matrix:
     def driver_branch(self, driver: str) -> DriverBranch | None:
         return next((d for d in self.drivers if d.contains(driver)), None)
 
+    def driver_branch_of(self, branch: str) -> DriverBranch | None:
+        """The `drivers` row of branch `branch` ("580"), if the matrix has it."""
+        return next((d for d in self.drivers if d.branch == branch), None)
+
     def gpu(self, name: str) -> Gpu | None:
         """Find a GPU by short name or nvidia-smi name, ignoring case and 'NVIDIA ' prefixes."""
         def norm(s: str) -> str:
@@ -68,6 +72,16 @@ class Matrix:
             return gpu.min_driver, gpu.min_driver_source or gpu.source, gpu.inferred
         arch = next((a for a in self.architectures if a.arch == gpu.arch), None)
         return (arch.min_driver, arch.source, arch.inferred) if arch else None
+
+    def gpu_last_branch(self, gpu: Gpu) -> tuple[str, str, str] | None:
+        """(last driver branch that supports `gpu`, its source, why it is inferred or "")
+        or None when none is announced: the product's own row, else its architecture's."""
+        if gpu.last_branch:
+            return gpu.last_branch, gpu.last_branch_source, gpu.last_branch_why
+        arch = next((a for a in self.architectures if a.arch == gpu.arch), None)
+        if arch and arch.last_branch:
+            return arch.last_branch, arch.last_branch_source, arch.last_branch_why
+        return None
 
     def newest_driver_cuda(self, driver: str) -> CudaRelease | None:
         """The newest CUDA release whose toolkit driver this driver satisfies."""
