@@ -458,17 +458,24 @@ def build_parser() -> argparse.ArgumentParser:
                             help="do not mount the current folder at /workspace")
         parser.add_argument("--no-network", action="store_true",
                             help="no network, as in certification")
-        parser.add_argument("--as-me", action="store_true",
-                            help="run as your own uid:gid (files written to /workspace are "
-                                 "yours) instead of the image's user")
+        who = parser.add_mutually_exclusive_group()
+        who.add_argument("--as-me", dest="as_me", action="store_true", default=True,
+                         help="run as your own uid:gid, so what the command writes to "
+                              "/workspace is yours (the default)")
+        who.add_argument("--as-image-user", dest="as_me", action="store_false",
+                         help="run as the image's own user (envgen's images: envgen, "
+                              "UID 10001), as certification does; it may not write to "
+                              "/workspace")
         parser.add_argument("--dry-run", action="store_true",
                             help="print the docker command instead of running it")
     rn = sub.add_parser(
         "run", help="run your own command in a certified image, started as certification "
                     "starts the payload",
         description="Run COMMAND in the image with the GPU access, shared memory, NCCL "
-                    "settings, user and security options certification used, the current "
-                    "folder mounted at /workspace. Options go before IMAGE|SPEC.")
+                    "settings and security options certification used, the current "
+                    "folder mounted at /workspace, as your own uid:gid (so the command "
+                    "can write there; --as-image-user runs it as the image's user, as "
+                    "certification does). Options go before IMAGE|SPEC.")
     run_options(rn)
     rn.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                     help="the command and its arguments, after --")

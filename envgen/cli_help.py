@@ -97,7 +97,7 @@ EXAMPLES = {
     "report": "envgen report -o report/ --fleet fleet.yaml",
     "fleet": "envgen fleet fleet.yaml --slurm -o run/ --submit",
     "run": "envgen run --gpus all pytorch-cu121 -- python train.py --epochs 1",
-    "shell": "envgen shell --as-me pytorch-cu121",
+    "shell": "envgen shell pytorch-cu121",
     "profile": "envgen profile pytorch-cu121 --format compose --gpus 0,1",
 }
 

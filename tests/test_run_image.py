@@ -95,3 +95,22 @@ def test_bad_input_is_refused_before_any_daemon_call(monkeypatch, capsys, argv, 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "shell"])
+def test_the_command_runs_as_the_invoking_user_by_default_so_it_can_write_the_mount(command):
+    from envgen.cli import build_parser
+    argv = [command, "pytorch-cu121"] + (["--", "python", "main.py"] if command == "run" else [])
+    args = build_parser().parse_args(argv)
+    argv = docker_argv("docker", target(), GpuPlan("none"), opts(as_me=args.as_me))
+    assert argv[argv.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
+    assert "HOME=/tmp" in argv   # a uid the image may not know still has a writable home
+
+
+def test_as_image_user_opts_out_and_as_me_is_still_accepted(capsys):
+    from envgen.cli import build_parser
+    p = build_parser()
+    assert p.parse_args(["run", "--as-image-user", "x", "--", "true"]).as_me is False
+    assert p.parse_args(["run", "--as-me", "x", "--", "true"]).as_me is True
+    assert main(["run", "--as-me", "--as-image-user", "x", "--", "true"]) == 2
+    assert "not allowed with" in capsys.readouterr().err

@@ -1,8 +1,10 @@
 """`envgen run` for real: the user's own command in the certified image on the real daemon,
-in the current folder, as the image's user, its exit code passed back, no container left."""
+in the current folder, as the user who ran envgen (so it writes that folder), its exit code
+passed back, no container left."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -32,17 +34,20 @@ def test_the_users_command_runs_in_the_image_in_this_folder(tmp_path):
         "shm = os.statvfs('/dev/shm'); print('shm', shm.f_blocks * shm.f_frsize)\n"
         "limits = {l[:26].strip(): l[26:].split()[0] for l in open('/proc/self/limits')}\n"
         "print('memlock', limits['Max locked memory'], 'stack', limits['Max stack size'])\n"
+        "torch.save(w, 'model.pt')\n"
         "print('cwd', os.getcwd(), 'uid', os.getuid(), 'torch', torch.__version__,\n"
         "      'loss', round(loss.item(), 3))\n"
         "sys.exit(7)\n")
     (tmp_path / "train.py").chmod(0o644)
-    tmp_path.chmod(0o755)
+    tmp_path.chmod(0o755)   # the user's own folder, not open to other users
     r = run("run", "--gpus", "none", "--no-network", TAG, "--", "python", "train.py",
             cwd=tmp_path)
     assert r.returncode == 7, r.stdout + r.stderr   # the command's own exit code
     words = r.stdout.split()
     assert words[words.index("cwd") + 1] == "/workspace"
-    assert words[words.index("uid") + 1] == "10001"   # the image's user, as certification
+    assert words[words.index("uid") + 1] == str(os.getuid())   # the invoking user
+    saved = tmp_path / "model.pt"
+    assert saved.stat().st_size > 0 and saved.stat().st_uid == os.getuid()
     assert words[words.index("torch") + 1].startswith("2.4.1")
     assert float(words[words.index("loss") + 1]) < 1.0
     assert int(words[words.index("shm") + 1]) >= 8 * 1024 ** 3 - 1
@@ -53,6 +58,14 @@ def test_the_users_command_runs_in_the_image_in_this_folder(tmp_path):
     assert words[words.index("stack") + 1] == "67108864"
     left = docker("ps", "-aq", "--filter", "label=io.envgen.run=1").stdout.split()
     assert left == [], "the container is removed when the command ends"
+
+
+@pytest.mark.usefixtures("built")
+def test_as_image_user_runs_as_the_images_user_as_certification_does(tmp_path):
+    r = run("run", "--gpus", "none", "--no-network", "--no-mount", "--as-image-user", TAG,
+            "--", "python", "-c", "import os; print(os.getuid())", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "10001"
 
 
 @pytest.mark.usefixtures("built")
