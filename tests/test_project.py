@@ -215,3 +215,26 @@ def test_every_spec_command_reads_the_project_and_ENVGEN_PROJECT_turns_it_off(fo
     bad = cli("build", cwd=folder)
     assert bad.returncode == 2
     assert f"{folder / 'envgen.yaml'}:5" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_named_spec_of_another_stack_wins_over_the_project_file_and_says_so(folder):
+    r = cli("resolve", "jax-cpu", "--json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stack"] == "jax-cpu" and "project" not in json.loads(r.stdout)
+    assert "envgen.yaml (project trainer over pytorch-cu121) left out: 'jax-cpu' names " \
+           "another stack" in r.stderr
+    bake = cli("ci", "bake", "pytorch-cu118", cwd=folder)
+    assert bake.returncode == 0, bake.stderr
+    assert "trainer" not in bake.stdout and "envgen/pytorch-cu118:" in bake.stdout
+    dev = cli("ci", "devcontainer", "jax-cpu", cwd=folder)
+    assert dev.returncode == 0, dev.stderr
+    assert "trainer" not in dev.stdout
+
+
+def test_the_projects_own_stack_named_or_not_gets_its_layer_and_says_so(folder):
+    for argv in (["resolve", "--json"], ["resolve", "pytorch-cu121", "--json"]):
+        r = cli(*argv, cwd=folder)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["project"]["name"] == "trainer"
+        assert "envgen.yaml: project trainer goes over pytorch-cu121 (image envgen/trainer)" \
+            in r.stderr

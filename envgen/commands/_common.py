@@ -124,7 +124,8 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
 def resolve_for(args, matrix=None, spec_text=None):
     """Resolve args.spec (or spec_text) with the host flags args carries. The project file
     of the folder (envgen.yaml) gives the spec when none is named, and its layer goes over
-    whatever stack is resolved here."""
+    the stack only then, or when the named spec resolves to the project's own stack: a SPEC
+    that names another stack means that stack, as it is. Either way the output says so."""
     import os
 
     from .. import project
@@ -133,7 +134,8 @@ def resolve_for(args, matrix=None, spec_text=None):
     from ..spec import parse_spec
     proj = project.current()
     text = getattr(args, "spec", None) if spec_text is None else spec_text
-    if text is None:
+    named = text is not None
+    if not named:
         if proj is None:
             raise InputError(f"no SPEC given and no {project.FILE} in this folder; name a "
                              f"stack (`envgen matrix list`) or write the file with "
@@ -146,4 +148,33 @@ def resolve_for(args, matrix=None, spec_text=None):
                            sources=getattr(args, "sources", None)
                            or os.environ.get("ENVGEN_SOURCES"))
     stack = resolve(m, parse_spec(text, m), host)
-    return project.apply(stack, proj.layer) if proj else stack
+    if proj is None:
+        return stack
+    own = not named or text.strip() == proj.spec or _same_stack(
+        stack, resolve(m, parse_spec(proj.spec, m), host))
+    _say_project(args, proj, stack.stack, own, text)
+    return project.apply(stack, proj.layer) if own else stack
+
+
+def _same_stack(a, b) -> bool:
+    return a.replace(reasons=()) == b.replace(reasons=())
+
+
+_SAID: set = set()
+
+
+def _say_project(args, proj, stack: str, applied: bool, text: str) -> None:
+    """One line on stderr, once per project file and process, whether ./envgen.yaml is in
+    play: a team's layer in an image must never be a surprise, nor its absence."""
+    from ..errors import shown
+    key = (str(proj.path), applied)
+    if key in _SAID:
+        return
+    _SAID.add(key)
+    if applied:
+        progress_for(args)(f"{proj.path.name}: project {proj.layer.name} goes over {stack} "
+                           f"(image envgen/{proj.layer.name}); a SPEC naming another stack "
+                           f"leaves it out")
+    else:
+        progress_for(args)(f"{proj.path.name} (project {proj.layer.name} over {proj.spec}) "
+                           f"left out: {shown(text)} names another stack")
