@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 from packaging.version import InvalidVersion, Version
 
+from . import DISTRIBUTION
 from .build import CA_BUNDLE, default_tag
 from .errors import InputError, shown
 from .model import Stack
@@ -29,7 +30,7 @@ DEFAULT_STACKS = ("pytorch-cu121", "pytorch-cu126", "pytorch-cu128")
 GPU_RUNNER = ("self-hosted", "gpu")
 _RUNNER_LABEL = re.compile(r"[A-Za-z0-9._-]{1,256}")
 CONTEXT_ROOT = "envgen-contexts"
-DIST_NAME = "envgen-gpu"
+DIST_NAME = DISTRIBUTION
 # The one GitHub expression --registry may carry. The owner is lowercased in a step, since
 # GitHub owners may have capitals and registries refuse them.
 DEFAULT_REGISTRY = "ghcr.io/${{ github.repository_owner }}/envgen"
@@ -40,8 +41,11 @@ _GIT_SOURCE = re.compile(r"git\+https://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])
                          r"(?:/[A-Za-z0-9._~-]+)+@(?P<commit>[0-9a-f]{40})")
 _HASHED_SOURCE = re.compile(rf"{DIST_NAME}==(?P<version>[0-9A-Za-z.+!_-]+)"
                             r"(?: --hash=sha256:[0-9a-f]{64})+")
-_SOURCE_FORMS = (f"git+https://HOST/PATH@<40-hex commit> or "
-                 f"'{DIST_NAME}==VERSION --hash=sha256:<64 hex>'")
+# The release by version alone, from the package index: what a wheel install of envgen
+# knows of itself (it records no commit and no hash), accepted with a warning.
+_VERSION_SOURCE = re.compile(rf"{DIST_NAME}==(?P<version>[0-9A-Za-z.+!_-]+)")
+_SOURCE_FORMS = (f"git+https://HOST/PATH@<40-hex commit>, "
+                 f"'{DIST_NAME}==VERSION --hash=sha256:<64 hex>' or {DIST_NAME}==VERSION")
 
 # The current major of every action the workflows use, as each one's README and release tags
 # gave it (read 2026-07 from the repositories on GitHub): actions/checkout v7 (v7.0.1,
@@ -66,13 +70,14 @@ def default_specs(stack_names: list[str]) -> list[str]:
 # ---- where CI installs envgen from --------------------------------------------------------
 
 def parse_envgen_source(text: object) -> str:
-    """`text` when it is a pinned envgen source (a git commit over https, or the distribution
-    at one version with its sha256), else InputError. It reaches a `run:` line, so anything
+    """`text` when it is a pinned envgen source (a git commit over https, the distribution at
+    one version with its sha256, or at one version alone), else InputError. It reaches a `run:` line, so anything
     else, a shell metacharacter included, is refused here rather than quoted."""
     shown = repr(text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "...")
     if isinstance(text, str) and _GIT_SOURCE.fullmatch(text):
         return text
-    m = _HASHED_SOURCE.fullmatch(text) if isinstance(text, str) else None
+    m = isinstance(text, str) and (_HASHED_SOURCE.fullmatch(text)
+                                   or _VERSION_SOURCE.fullmatch(text))
     if m:
         try:
             Version(m["version"])
@@ -161,19 +166,28 @@ def default_envgen_source() -> str | None:
 
 
 def pick_envgen_source(given: str | None) -> str:
-    """The validated `given` source, else the running envgen's own, else InputError."""
+    """The validated `given` source, else the running envgen's own commit, else its release
+    by version (`by_version_only` says so, for a warning)."""
     if given is not None:
         return parse_envgen_source(given)
-    found = default_envgen_source()
-    if found is None:
-        raise InputError(f"say where CI installs envgen from with --envgen-source "
-                         f"({_SOURCE_FORMS}): this envgen was not installed from a git "
-                         f"commit, nor does it run from a clean checkout pushed to origin")
-    return found
+    from . import __version__
+    return default_envgen_source() or parse_envgen_source(f"{DIST_NAME}=={__version__}")
+
+
+def by_version_only(source: str) -> str | None:
+    """A warning when `source` pins envgen by version alone (the index could serve other
+    bytes under it), else None."""
+    m = _VERSION_SOURCE.fullmatch(source)
+    if m is None:
+        return None
+    return (f"CI installs {source} from the package index, pinned by version only (this "
+            f"envgen was not installed from a git commit, nor does it run from a clean "
+            f"checkout pushed to origin); pin the bytes with --envgen-source "
+            f"'{source} --hash=sha256:<the wheel's sha256>' or git+https://HOST/PATH@COMMIT")
 
 
 def _install_run(source: str) -> str:
-    if source.startswith("git+"):
+    if source.startswith("git+") or _VERSION_SOURCE.fullmatch(source):
         return f"python -m pip install {shlex.quote(source)}"
     # pip reads --hash only from a requirements file; in hash mode it wants every dependency
     # hashed too, so envgen is checked alone and its dependencies follow by name.

@@ -563,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--envgen-source", metavar="REQUIREMENT",
                     help="where CI installs envgen from, pinned: git+https://HOST/PATH@COMMIT "
                          "or 'envgen-gpu==VERSION --hash=sha256:HEX' (default: the git commit "
-                         "this envgen was installed or runs from, when it has one)")
+                         "this envgen was installed or runs from; without one, this release "
+                         "by version alone, envgen-gpu==VERSION, with a warning)")
     ci.add_argument("--registry", metavar="REPOSITORY",
                     help="where the workflow pushes images (default: "
                          "ghcr.io/${{ github.repository_owner }}/envgen); devcontainer: use "

@@ -161,7 +161,7 @@ def test_envgen_is_never_installed_by_name_from_pypi():
 @pytest.mark.parametrize("source", [
     "x; rm -rf /",
     "envgen==0.2.0",
-    "envgen-gpu==0.2.0",
+    "envgen-gpu>=0.2.0",
     "envgen-gpu>=0.2 --hash=sha256:" + "ab" * 32,
     "envgen-gpu==0.2.0 --hash=sha256:" + "ab" * 31,
     "envgen-gpu==not.a.version! --hash=sha256:" + "ab" * 32,
@@ -250,10 +250,16 @@ def test_credentials_in_the_origin_never_reach_the_workflow():
     assert ci._public_https("/srv/git/envgen") is None
 
 
-def test_without_a_pin_the_workflow_asks_for_envgen_source(monkeypatch):
+def test_without_a_pin_the_workflow_installs_this_release_by_version(monkeypatch):
+    from envgen import __version__
     monkeypatch.setattr(ci, "default_envgen_source", lambda: None)
-    with pytest.raises(InputError, match="--envgen-source"):
-        ci.github_workflow(["pytorch-cu121"])
+    source = ci.pick_envgen_source(None)
+    assert source == f"envgen-gpu=={__version__}"
+    assert "pinned by version only" in ci.by_version_only(source)
+    w = yaml.safe_load(ci.github_workflow(["pytorch-cu121"]))
+    for job, run in install_runs(w).items():
+        assert shlex.split(run) == ["python", "-m", "pip", "install", source], job
+    assert ci.by_version_only(GIT) is None and ci.by_version_only(HASHED) is None
 
 
 # ---- the registry -------------------------------------------------------------------------
@@ -348,11 +354,18 @@ def test_cli_ci_github_prints_parseable_yaml(capsys, monkeypatch):
     assert shlex.split(install_runs(w)["build"])[-1] == GIT
 
 
-def test_cli_ci_github_without_a_pin_is_exit_2_and_prints_nothing(capsys, monkeypatch):
+def test_cli_ci_github_from_a_non_git_install_pins_the_release_and_warns(capsys, monkeypatch):
+    from envgen import __version__
     monkeypatch.setattr(ci, "default_envgen_source", lambda: None)
-    assert main(["ci", "github"]) == 2
+    assert main(["ci", "github"]) == 0
     out = capsys.readouterr()
-    assert out.out == "" and "--envgen-source" in out.err
+    w = yaml.safe_load(out.out)
+    assert shlex.split(install_runs(w)["build"])[-1] == f"envgen-gpu=={__version__}"
+    assert out.err.startswith("warning: CI installs envgen-gpu==") and "--envgen-source" in out.err
+    assert main(["ci", "github", "--refresh"]) == 0
+    assert "pinned by version only" in capsys.readouterr().err
+    assert main(["ci", "github", "--envgen-source", GIT]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def _ci_options() -> set[str]:

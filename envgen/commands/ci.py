@@ -19,8 +19,10 @@ def run(args) -> int:
         if args.kind != "github" or args.specs or args.registry:
             raise InputError("--refresh prints the scheduled matrix-refresh workflow: it goes "
                              "with `ci github` alone (no SPEC, no --registry)")
-        sys.stdout.write(ci.refresh_workflow(envgen_source=args.envgen_source,
-                                             folder=args.matrix or "matrices"))
+        source = ci.pick_envgen_source(args.envgen_source)
+        text = ci.refresh_workflow(envgen_source=source, folder=args.matrix or "matrices")
+        _warn_unhashed(source)
+        sys.stdout.write(text)
         return 0
     if args.kind == "devcontainer":
         return _devcontainer(args)
@@ -30,11 +32,20 @@ def run(args) -> int:
     specs = list(args.specs) or ci.default_specs(m.stack_names())
     stacks = [resolve_for(args, m, s) for s in specs]   # a bad spec is exit 2 before printing
     if args.kind == "github":
-        sys.stdout.write(ci.github_workflow(specs, envgen_source=args.envgen_source,
-                                            registry=args.registry, gpu_runner=gpu_runner))
+        source = ci.pick_envgen_source(args.envgen_source)
+        text = ci.github_workflow(specs, envgen_source=source, registry=args.registry,
+                                  gpu_runner=gpu_runner)
+        _warn_unhashed(source)
+        sys.stdout.write(text)
         return 0
     sys.stdout.write(ci.bake(stacks))
     return 0
+
+
+def _warn_unhashed(source: str) -> None:
+    warning = ci.by_version_only(source)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _devcontainer(args) -> int:

@@ -27,8 +27,10 @@ def _summary(stdout: str) -> None:
 def run(args) -> int:
     import importlib.util
     if importlib.util.find_spec("torch") is None:
-        raise EnvironmentMissing("torch is not installed in this Python; install it "
-                                 "(`pip install 'envgen[torch]'`) to run the smoke check")
+        from .. import DISTRIBUTION
+        raise EnvironmentMissing(f"torch is not installed in this Python; install it "
+                                 f"(`pip install '{DISTRIBUTION}[torch]'`) to run the smoke "
+                                 f"check")
     cmd = [sys.executable, str(SMOKE_DIR / "torch_smoke.py"), "--require", args.require]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
