@@ -259,7 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     mx = sub.add_parser("matrix", help="list, show or validate the matrix")
     mxs = mx.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    mxs.add_parser("list", parents=[json_flag, host], help="every stack the matrix offers")
+    mxs.add_parser("list", parents=[json_flag, host],
+                   help="every stack the matrix offers, and whether its closure is bundled "
+                        "(no index needed to resolve it)").set_defaults(
+                       func=_later("matrix_list"))
     show = mxs.add_parser("show", parents=[json_flag], help="one section of the matrix")
     show.add_argument("section", nargs="?", default="frameworks",
                       choices=["drivers", "cuda", "forward_compat", "gpus",
@@ -295,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "own. Every command that takes a SPEC reads it when no SPEC is "
                         "given (ENVGEN_PROJECT names another file, or '' for none).")
     it.add_argument("spec", nargs="?", metavar="STACK",
-                    help="the stack or spec the project builds on (default pytorch-cpu)")
+                    help="the stack or spec the project builds on (default pytorch-cu121: "
+                         "its closure is bundled, so no index but PyPI's files is needed)")
     it.add_argument("--name", help="the image's name, envgen/NAME (default: this folder's)")
     it.add_argument("-o", "--output", type=_path, metavar="FILE",
                     help="where to write it (default ./envgen.yaml)")

@@ -435,6 +435,48 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
     return Pin(name, version, file=chosen["filename"], sha256=sha, note=note)
 
 
+# Index hosts asked in this process, with why they do not answer (None: they do):
+# `render --all` asks download.pytorch.org once, not once per stack that needs it.
+_UNREACHABLE: dict[str, str | None] = {}
+PROBE_S = 10
+
+
+def probe_index(index: str, timeout: float = PROBE_S) -> str | None:
+    """Why `index` does not answer at all (no DNS name, connection refused or timed out),
+    or None when it answers anything (an HTTP error, a certificate uv may yet accept) or is
+    not HTTP. Asked once per host and process."""
+    import socket
+    import ssl
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    parts = urllib.parse.urlsplit(index)
+    if parts.scheme not in ("http", "https"):
+        return None
+    host = f"{parts.scheme}://{parts.netloc}"
+    if host not in _UNREACHABLE:
+        why = None
+        req = urllib.request.Request(index.rstrip("/") + "/", method="HEAD",
+                                     headers={"User-Agent": "envgen"})
+        try:
+            urllib.request.urlopen(req, timeout=timeout).close()
+        except urllib.error.HTTPError:
+            pass   # it answered
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, ssl.SSLError):
+                pass   # it answered; uv reads the CA bundle it is given
+            elif isinstance(reason, socket.gaierror):
+                why = f"no DNS answer for {parts.hostname}"
+            elif isinstance(reason, (TimeoutError, socket.timeout)):
+                why = f"no answer within {timeout:g} s"
+            else:
+                why = " ".join(str(getattr(reason, "strerror", None) or reason).split())[:120]
+                why = why[:1].lower() + why[1:]
+        _UNREACHABLE[host] = why
+    return _UNREACHABLE[host]
+
+
 def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
                     workers: int = 8) -> Closure:
     inputs = inputs_for(stack)
@@ -443,14 +485,20 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
                        resolver="none (the base provides every requirement)",
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        stack=stack.stack)
+    index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
+             ).rstrip("/")
+    why = probe_index(index)
+    if why is not None:
+        raise EnvironmentMissing(
+            f"{stack.stack} has no bundled closure and resolving one needs {index}, which "
+            f"does not answer ({why}); the stacks `envgen matrix list` marks bundled build "
+            f"without it")
     pins, uv_version = compile_pins(inputs, uv)
     # A stack built over another takes that closure's time: SOURCE_DATE_EPOCH stamps every
     # layer, and the shared lower layers are bit-identical only with the same stamp.
     created = closure_for(stack.plain())[0].created if stack.project is not None else \
         base_closure(stack).created if stack.builds_on else \
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
-             ).rstrip("/")
     from concurrent.futures import ThreadPoolExecutor
     items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
     with ThreadPoolExecutor(max_workers=workers) as pool:

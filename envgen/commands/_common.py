@@ -82,8 +82,12 @@ def table(rows: list[list], header: list[str], width: int | None = None) -> str:
     room = (width or shutil.get_terminal_size((100, 24)).columns) - 2 * (len(header) - 1)
     while sum(widths) > room and max(widths) > 12:
         widths[widths.index(max(widths))] -= 1
+    while sum(widths) > room and max(widths[1:], default=0) > 6:   # the first names the row
+        rest = widths[1:]
+        widths[1 + rest.index(max(rest))] -= 1
     rows = [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths, strict=True)]
-            for r in rows]
+            for r in [header, *rows]]
+    header, rows = rows[0], rows[1:]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)),
                       *(fmt.format(*r) for r in rows)])
@@ -126,11 +130,9 @@ def resolve_for(args, matrix=None, spec_text=None):
     of the folder (envgen.yaml) gives the spec when none is named, and its layer goes over
     the stack only then, or when the named spec resolves to the project's own stack: a SPEC
     that names another stack means that stack, as it is. Either way the output says so."""
-    import os
-
     from .. import project
     from ..errors import InputError
-    from ..resolve import host_from_flags, resolve
+    from ..resolve import resolve
     from ..spec import parse_spec
     proj = project.current()
     text = getattr(args, "spec", None) if spec_text is None else spec_text
@@ -142,11 +144,7 @@ def resolve_for(args, matrix=None, spec_text=None):
                              f"`envgen init STACK`")
         text = proj.spec
     m = matrix or load_matrix_for(args)
-    host = host_from_flags(m, driver=getattr(args, "driver", None),
-                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
-                           python=getattr(args, "python", None),
-                           sources=getattr(args, "sources", None)
-                           or os.environ.get("ENVGEN_SOURCES"))
+    host = host_for(args, m)
     stack = resolve(m, parse_spec(text, m), host)
     if proj is None:
         return stack
@@ -154,6 +152,19 @@ def resolve_for(args, matrix=None, spec_text=None):
         stack, resolve(m, parse_spec(proj.spec, m), host))
     _say_project(args, proj, stack.stack, own, text)
     return project.apply(stack, proj.layer) if own else stack
+
+
+def host_for(args, matrix):
+    """The host constraints the flags args carries give (--driver, --gpu, --cc, --python,
+    --sources or ENVGEN_SOURCES)."""
+    import os
+
+    from ..resolve import host_from_flags
+    return host_from_flags(matrix, driver=getattr(args, "driver", None),
+                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
+                           python=getattr(args, "python", None),
+                           sources=getattr(args, "sources", None)
+                           or os.environ.get("ENVGEN_SOURCES"))
 
 
 def _same_stack(a, b) -> bool:

@@ -9,6 +9,10 @@ from ..errors import InputError
 from ..files import write_atomic
 from ._common import load_matrix_for, out_json
 
+# The stack of `make demo`: its closure is bundled (`envgen matrix list`), so a new project
+# builds where PyTorch's own indexes are out of reach, and it certifies on a CPU-only host.
+DEFAULT_STACK = "pytorch-cu121"
+
 
 def run(args) -> int:
     path = Path(args.output or project.FILE)
@@ -17,7 +21,7 @@ def run(args) -> int:
     m = load_matrix_for(args)
     from ..resolve import resolve, host_from_flags
     from ..spec import parse_spec
-    spec = args.spec or "pytorch-cpu"
+    spec = args.spec or DEFAULT_STACK
     stack = resolve(m, parse_spec(spec, m), host_from_flags(m))   # refuses a spec now
     name = args.name or re.sub(r"[^a-z0-9._-]+", "-", Path.cwd().name.lower()).strip("-._")
     if not project.NAME.fullmatch(name or ""):

@@ -1,0 +1,47 @@
+"""`envgen matrix list`: every stack the matrix offers, resolved for the host flags given,
+and whether its closure ships with envgen (then it renders with no index at all and builds
+from PyPI's files alone; the others resolve theirs from their index on first use)."""
+from __future__ import annotations
+
+from ..errors import Unsatisfiable
+from ._common import host_for, load_matrix_for, out_json, table
+
+
+def bundled(stack) -> bool:
+    """Whether envgen ships the closure of exactly this stack."""
+    from ..closure import find
+    found = find(stack)
+    return found is not None and found[1].startswith("bundled closure")
+
+
+def rows(args) -> list[dict]:
+    from ..resolve import resolve
+    from ..spec import parse_spec
+    m = load_matrix_for(args)
+    host = host_for(args, m)
+    out = []
+    for name in m.stack_names():   # the plain stacks: a project file has no say here
+        try:
+            st = resolve(m, parse_spec(name, m), host)
+        except Unsatisfiable as e:
+            out.append({"stack": name, "error": e.message})
+            continue
+        out.append({"stack": name, "version": st.version, "python": st.python,
+                    "cuda": st.cuda, "source": st.wheel_source,
+                    "driver_minimum": st.driver_minimum, "base": st.base.name,
+                    "closure_bundled": bundled(st)})
+    return out
+
+
+def run(args) -> int:
+    found = rows(args)
+    if args.json:
+        out_json({"stacks": found})
+        return 0
+    # bundled: yes or no (no: the first use resolves it from the index named in source)
+    print(table([[r["stack"], r.get("version"), r.get("python"), r.get("cuda"),
+                  r.get("driver_minimum"), r.get("source"), r.get("closure_bundled"),
+                  r.get("base") or r.get("error")] for r in found],
+                ["stack", "version", "python", "cuda", "min driver", "source", "bundled",
+                 "base"]))
+    return 0
