@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cert_inputs, cert_trust, certs, state
-from .errors import InputError
+from .errors import EnvironmentMissing, InputError
 
 
 def store_folder(name: str) -> Path:
@@ -21,6 +21,32 @@ def store_folder(name: str) -> Path:
         raise InputError("this is this envgen's own store (ENVGEN_HOME); merge another",
                          file=name)
     return d
+
+
+def _stopped(e: OSError, file: str, line: int, taken: list, refusals: list,
+             dup: int) -> EnvironmentMissing:
+    """The store failed (a full disk, a folder it may not write): exit 3, saying what was
+    stored and what was not; the report of what was taken goes out with it."""
+    stored = ", ".join(f"{c['file']}:{c['line']}" for c in taken[:5]) + (
+        f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+    return EnvironmentMissing(
+        f"the store could not take {file}:{line} ({e.strerror or e}): "
+        f"{len(taken)} certificate(s) were stored before it"
+        + (f" ({stored})" if taken else "")
+        + f", it and every input after it were not; free the space or fix the folder's "
+          f"permissions and run the same command again (what is here already is skipped)",
+        file=str(state.certs_dir()),
+        output={"imported": len(taken), "duplicates": dup, "refused": len(refusals),
+                "certificates": taken, "refusals": refusals, "stopped_at":
+                {"file": file, "line": line, "why": e.strerror or str(e)}, "complete": False})
+
+
+def summary(cert: dict) -> dict:
+    """What an import reports of each certificate it took."""
+    w = certs.where(cert)
+    return {"image_id": cert["image_id"], "stack": cert["stack"]["stack"],
+            "profile": cert.get("profile") or "", "gpu": w["gpu"], "gpu_count": w["count"],
+            "driver": w["driver"], "passed": cert["passed"], "created": cert["created"]}
 
 
 def run_import(names: list[str], labels_of=lambda _id: None, lock: dict | None = None,
@@ -42,11 +68,14 @@ def run_import(names: list[str], labels_of=lambda _id: None, lock: dict | None =
             dup += not stores
             continue
         seen.add(cid)
-        result, path = certs.store(cert)
+        try:
+            result, path = certs.store(cert)
+        except OSError as e:
+            raise _stopped(e, file, line, taken, refusals, dup) from None
         if result == "duplicate":
             dup += 1
             continue
-        taken.append(cert_trust.summary(cert) | {"file": file, "line": line,
+        taken.append(summary(cert) | {"file": file, "line": line,
                                                   "current": result == "current",
                                                   "path": str(path)})
     return {"imported": len(taken), "duplicates": dup, "refused": len(refusals),

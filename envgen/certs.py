@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from . import files, state
-from .errors import InputError
+from .errors import CheckFailed, InputError
 from .files import read_regular, write_json
 from .lockfile import IMAGE_ID
 
@@ -195,33 +195,46 @@ def check_writable() -> Path:
     return files.check_writable(state.certs_dir(), "certificates")
 
 
-def store(cert: dict) -> tuple[str, Path]:
+def store(cert: dict, now: float | None = None) -> tuple[str, Path]:
     """Keep `cert`: ("duplicate", path) when the store has it already, ("current", path)
     when it is now its key's newest run, ("history", path) when a newer run of its key is
-    current. Nothing stored is lost: a current file replaced goes into history first."""
+    current. Nothing stored is lost: a current file replaced goes into history first.
+    Every file is written whole (files.write_atomic), so a failure at any byte leaves the
+    store as it was or as it should be, and storing the same certificate again finishes
+    what a failed store left. CheckFailed when the certificate's own record refutes it
+    (cert_trust: the one judgement of every door); OSError passes through."""
+    from .cert_trust import intrinsic_problem
+    why = intrinsic_problem(cert, now)
+    if why:
+        raise CheckFailed(f"the certificate of {str(cert.get('image_id'))[:19]} was not "
+                          f"stored: {why}")
     cert = canonical(cert)
     cid, key = content_id(cert), key_of(cert)
     target = path_of(cert)
     state.certs_dir().mkdir(parents=True, exist_ok=True)
     with files.locked(state.certs_dir() / ".store"):
+        wrote = False
         hist = _history_path(cert)
         mine = [(p, c) for p, c in _current_files(cert["image_id"][7:]) if key_of(c) == key]
-        if any(content_id(c) == cid for _, c in mine) or hist.exists():
-            same = next((p for p, c in mine if content_id(c) == cid), hist)
-            return "duplicate", same
-        write_json(hist, cert)
-        for p, c in mine:   # earlier runs of the key: into history, then out of the way
+        if not hist.exists():
+            write_json(hist, cert)
+            wrote = True
+        for _, c in mine:   # earlier runs of the key: into history, then out of the way
             kept = _history_path(c)
             if not kept.exists():
                 write_json(kept, c)
+                wrote = True
         newest = _newest_first([cert, *(c for _, c in mine)])[0]
-        if newest is not cert:
-            return "history", hist
-        write_json(target, cert)
+        if content_id(newest) != cid:
+            return ("history" if wrote else "duplicate"), hist
+        if not any(p == target and content_id(c) == cid for p, c in mine):
+            write_json(target, cert)
+            wrote = True
         for p, _ in mine:
             if p != target:
                 p.unlink(missing_ok=True)
-        return "current", target
+                wrote = True
+        return ("current" if wrote else "duplicate"), target
 
 
 def save(cert: dict) -> Path:

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from . import __version__
-from .errors import EnvgenError, InputError, InternalError
+from .errors import EnvgenError, EnvironmentMissing, InputError, InternalError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -683,6 +683,29 @@ def _report(e: EnvgenError, want_json: bool) -> int:
     return e.exit_code
 
 
+_FULL = {"ENOSPC", "EDQUOT", "EACCES", "EPERM", "EROFS", "EIO", "EMFILE", "ENFILE"}
+_BAD_PATH = {"ENOENT", "ENOTDIR", "EISDIR", "ENAMETOOLONG", "EEXIST", "ELOOP", "EINVAL",
+             "EXDEV"}
+
+
+def file_failed(e: BaseException) -> EnvgenError | None:
+    """A file envgen was told to read or write that the system refused: a full disk or a
+    folder it may not write is the environment (exit 3), a path that cannot be one is bad
+    input (exit 2); None for any other error."""
+    import errno
+    if not isinstance(e, OSError) or e.errno is None:
+        return None
+    name = errno.errorcode.get(e.errno, "")
+    where = f" {e.filename}" if e.filename else ""
+    text = f"cannot use{where}: {e.strerror or name}"
+    if name in _FULL:
+        return EnvironmentMissing(text + " (free space or fix the permissions, then run it "
+                                         "again)")
+    if name in _BAD_PATH:
+        return InputError(text)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit codes (docs/contract.md): 0 ok, 1 the thing checked is false, 2 bad
     input, 3 the environment lacks something, 4 a bug in envgen; 128+N on signal N."""
@@ -699,8 +722,14 @@ def main(argv: list[str] | None = None) -> int:
             previous[signum] = signal.signal(signum, _interrupt)
         except ValueError:   # not the main thread: leave signals to whoever owns them
             pass
+    from .terminal import Escaping
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, Escaping) or s is None else Escaping(s)
+                              for s in streams)
     try:
         args = build_parser().parse_args(argv)
+        from .environ import check as check_environment
+        check_environment()
         return int(args.func(args) or 0)
     except EnvgenError as e:
         return _report(e, want_json)
@@ -720,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
             traceback.print_exc()
         from .engine import daemon_failed
-        known = daemon_failed(e)
+        known = file_failed(e) or daemon_failed(e)
         if known is not None:
             return _report(known, want_json)
         where = ""
@@ -736,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         from .commands._common import close_progress
         close_progress()
+        sys.stdout, sys.stderr = streams
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -96,7 +96,12 @@ class Live:
     def __init__(self, stream):
         from rich.console import Console
         from rich.live import Live as RichLive
-        self.console = Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")) or None,
+
+        from .terminal import raw
+        # rich writes its own cursor sequences: it gets the stream under the CLI's escaping
+        # one, and every text it is handed goes in as a Text (control characters stripped,
+        # no markup: a check's detail cannot open an OSC 8 link)
+        self.console = Console(file=raw(stream), no_color=bool(os.environ.get("NO_COLOR")) or None,
                                highlight=False)
         self.rows: dict[str, tuple[str, str]] = {}   # key -> (state, text)
         self.started = time.monotonic()
@@ -106,11 +111,12 @@ class Live:
 
     def _render(self):
         from rich.table import Table
+        from rich.text import Text
         t = Table.grid(padding=(0, 1))
         t.add_column(width=1)
         t.add_column(overflow="ellipsis", no_wrap=True)
         for state, text in self.rows.values():
-            t.add_row(f"[{_STYLE.get(state, '')}]{_MARK.get(state, ' ')}[/]", text)
+            t.add_row(f"[{_STYLE.get(state, '')}]{_MARK.get(state, ' ')}[/]", Text(text))
         return t
 
     def __call__(self, msg) -> None:
@@ -121,7 +127,8 @@ class Live:
             self.rows[key] = (state, msg.message)
             self.live.update(self._render())
         else:
-            self.console.print(f"  {msg}", markup=False, highlight=False)
+            from rich.text import Text
+            self.console.print(Text(f"  {msg}"), markup=False, highlight=False)
 
     def close(self) -> None:
         self.live.update(self._render())

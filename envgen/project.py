@@ -113,6 +113,7 @@ def load(path: Path) -> Project:
 
     pins, pip_lines = items("pip")
     pip: dict[str, str] = {}
+    pip_at: dict[str, int] = {}
     for i, item in enumerate(pins):
         at = pip_lines[i] if i < len(pip_lines) else line("pip")
         m = PIP.fullmatch(item.strip()) if isinstance(item, str) else None
@@ -127,6 +128,7 @@ def load(path: Path) -> Project:
         if key in pip:
             bad(f"pip entry {shown(item)}: {key} is listed twice", at)
         pip[key] = m.group(2)
+        pip_at[key] = at
     apts, apt_lines = items("apt")
     for i, item in enumerate(apts):
         if not isinstance(item, str) or not APT.fullmatch(item):
@@ -153,7 +155,8 @@ def load(path: Path) -> Project:
                 f"without a shell), e.g. smoke: [python, app/check.py]", at)
         argv = tuple(smoke)
     layer = ProjectLayer(name=title, pip=tuple(sorted(pip.items())), apt=tuple(sorted(apts)),
-                         files=files, smoke=argv, root=str(path.parent))
+                         files=files, smoke=argv, root=str(path.parent), source=name,
+                         pip_lines=tuple(sorted(pip_at.items())))
     return Project(path=path, spec=spec.strip(), layer=layer)
 
 
@@ -225,7 +228,9 @@ def apply(stack: Stack, layer: ProjectLayer) -> Stack:
             have = pinned[n][1].split("+")[0]
             if have != v:
                 raise InputError(f"project pins {n}=={v}, but {stack.stack} pins {n} {have}; "
-                                 f"drop it from the project's pip list (the stack brings it)")
+                                 f"drop it from the project's pip list (the stack brings it)",
+                                 file=layer.source or None,
+                                 line=dict(layer.pip_lines).get(n))
             continue
         added.append((n, v))
     what = [f"{len(layer.pip)} pip package(s)"] if layer.pip else []

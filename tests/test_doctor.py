@@ -141,11 +141,10 @@ def test_cli_doctor_image_says_what_its_certificate_says_to_change(monkeypatch, 
     monkeypatch.setattr(host, "detect", lambda: host.parse_query(H200_580))
     monkeypatch.setattr(dr, "docker_facts", lambda: DOCKER_OK)
     fix = "shared memory 64 MB: add --ipc=host or --shm-size=8g"
-    certs.save({"image_id": "sha256:" + "ab" * 32, "passed": False, "profile": "",
-                "stack": {"stack": "pytorch-cu121"}, "created": "2026-12-02T01:00:00Z",
-                "image_tags": ["team/torch:1"], "host": {},
-                "report": {"checks": [{"name": "dataloader", "passed": False, "detail": "d",
-                                       "fix": fix}]}})
+    from certificates import made
+    certs.save(made(image_id="sha256:" + "ab" * 32, passed=False, stack={"stack": "pytorch-cu121"},
+                    created="2026-12-02T01:00:00Z", tags=["team/torch:1"],
+                    checks=[{"name": "dataloader", "passed": False, "detail": "d", "fix": fix}]))
     assert main(["doctor", "--image", "team/torch:1"]) == 0
     out = capsys.readouterr().out
     assert f"  change: dataloader: {fix}" in out and "abababababab" in out

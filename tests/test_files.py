@@ -6,6 +6,7 @@ import stat
 
 import pytest
 
+from certificates import made
 from envgen import certs, files
 
 
@@ -32,7 +33,7 @@ def test_a_lock_written_under_umask_022_is_0644(tmp_path):
 def test_a_certificate_saved_under_umask_022_is_0644(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
     with umask(0o022):
-        path = certs.save({"image_id": "sha256:" + "ab" * 32, "passed": True})
+        path = certs.save(made(image_id="sha256:" + "ab" * 32, gpus=[]))
     assert path.name == "ab" * 32 + ".json"
     assert mode(path) == 0o644
     assert json.loads(path.read_text())["passed"] is True

@@ -204,14 +204,25 @@ def test_sacct_and_scontrol_output_is_read_per_array_task():
                  ("10", 3): "PENDING"}
 
 
+REAL_CERT = Path(__file__).resolve().parents[1] / "docs/certificates/h200-1gpu.json"
+
+
+def passing_result(run: Path, index: int, **changes) -> dict:
+    """A real certificate (the H200 run on record) as task `index` of `run` would write it."""
+    cert = json.loads(REAL_CERT.read_text())
+    task = next(t for t in json.loads((run / "tasks.json").read_text())["tasks"]
+                if t["index"] == index)
+    cert["stack"]["stack"] = task["stack"]
+    return cert | changes
+
+
 def test_a_failed_or_timed_out_task_is_never_a_pass(tmp_path, monkeypatch):
     f = fleet_of(tmp_path, GOOD)
     run = Path(slurm.write(f, tmp_path / "run")["folder"])
     slurm.record(run, [{"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]},
                        {"script": "slurm/cpu.sbatch", "job_id": "101", "indices": [2, 3]}])
-    good = {"image_id": "sha256:" + "b" * 64, "passed": True, "stack": {"stack": "x"}}
     for i in range(4):   # every task wrote a passing certificate...
-        (run / "results" / f"{i}-101.json").write_text(json.dumps(good))
+        (run / "results" / f"{i}-101.json").write_text(json.dumps(passing_result(run, i)))
     monkeypatch.setattr(slurm, "scheduler_states",   # ...but the scheduler says otherwise
                         lambda jobs: (slurm.parse_sacct(SACCT), "sacct"))
     rows, _ = slurm.verdicts(run, f)

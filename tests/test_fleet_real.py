@@ -84,6 +84,21 @@ def test_a_job_array_certifies_and_reports_fails_and_timeouts(jax_cpu, cluster, 
     (body,) = (run / f"results/0-{jobs[0]['job_id']}.json").read_text().splitlines()
     assert json.loads(line.removeprefix("envgen-certificate: ")) == json.loads(body)
     assert "TIME LIMIT" in Path(out["tasks"][2]["log"]).read_text()
+    # a forged pass: the job really completed, but its result file (on the shared file
+    # system, written by the job) now claims a pass its own checks and exit code refute
+    result = run / f"results/0-{jobs[0]['job_id']}.json"
+    forged = json.loads(body)
+    forged["report"]["checks"][0]["passed"] = False
+    forged["exit_code"], forged["created"] = 1, time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                             time.gmtime())
+    before = sorted(Path(home, "certs").rglob("*.json"))
+    result.write_text(json.dumps(forged) + "\n")
+    r = envgen("fleet", str(fleet), "--slurm", "--collect", str(run), "--json", env=env)
+    row = json.loads(r.stdout)["tasks"][0]
+    assert r.returncode == 1 and row["state"] == "COMPLETED" and row["verdict"] == "failed"
+    assert "claims a pass but its check" in row["why"]
+    assert sorted(Path(home, "certs").rglob("*.json")) == before   # nothing of it stored
+    result.write_text(body + "\n")
     # the timed-out task's container goes with it (Slurm marks TIMEOUT as it signals)
     for _ in range(60):
         ps = docker("ps", "-aq", "--filter", "label=io.envgen.certify", "--filter",

@@ -214,9 +214,9 @@ def test_a_signal_while_the_container_is_being_created_still_removes_it():
 # ---- certificates ----------------------------------------------------------------------------
 
 def _cert(profile="", passed=True, created="2026-12-01T00:00:00Z"):
-    return {"image_id": ID, "image_tags": ["team/img:1"], "passed": passed,
-            "stack": {"stack": "pytorch-cu121"}, "created": created, "profile": profile,
-            "host": {"gpus": []}, "report": {}}
+    from certificates import made
+    return made(image_id=ID, tags=["team/img:1"], passed=passed, created=created,
+                profile=profile, gpus=[])
 
 
 def test_a_run_with_other_parameters_is_another_certificate(monkeypatch, tmp_path):

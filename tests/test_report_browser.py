@@ -51,10 +51,11 @@ hosts:
 # and a failed run of another image on an H200 under another driver
 H100 = {"driver": "535.274.02", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]}
 PLACED = [{"schema": 1, "image_id": "sha256:" + "cd" * 32, "image_tags": [], "level": "cuda",
-           "passed": True, "created": created, "seconds": 9.5, "host": H100,
-           "report": {"checks": []}} for created in ("2026-11-29T08:00:00Z",
+           "passed": True, "created": created, "seconds": 9.5, "host": H100, "exit_code": 0,
+           "report": {"passed": True, "checks": [{"name": "train", "passed": True}]}}
+          for created in ("2026-11-29T08:00:00Z",
                                                      "2026-11-30T08:45:02Z")]
-PLACED.append(PLACED[0] | {"image_id": "sha256:" + "ef" * 32, "passed": False,
+PLACED.append(PLACED[0] | {"image_id": "sha256:" + "ef" * 32, "passed": False, "exit_code": 1,
                            "created": "2026-12-01T10:00:00Z",
                            "host": {"driver": "580.159.04", "gpus": [{"name": "NVIDIA H200"}]}})
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_lock import FakeClient, FakeImage, entry, image_of
 
+from certificates import made
 from envgen import lock as lk
 from envgen import verify as vf
 from envgen.cli import main
@@ -184,9 +185,8 @@ def test_verify_catches_a_package_changed_inside_a_pinned_image(tmp_path, monkey
     ids = []
     try:
         ids.append(_build_tiny(base, tag, "1.16.0", stack_json))
-        certs.save({"image_id": ids[0], "image_tags": [tag], "stack": st.to_json(),
-                    "level": "cpu", "passed": True, "created": "2026-11-30T08:00:00Z",
-                    "host": {"driver": None, "gpus": []}, "report": {"checks": []}})
+        certs.save(made(image_id=ids[0], tags=[tag], stack=st.to_json(), gpus=[],
+                        driver=None, created="2026-11-30T08:00:00Z"))
         lock = tmp_path / "envgen.lock"
         assert main(["lock", tag, "-o", str(lock), "--json"]) == 0
         capsys.readouterr()

@@ -33,6 +33,8 @@ def store(cert: dict) -> dict:
     check) does not lose the run: the certificate is printed with the error."""
     try:
         path = certs.save(cert)
+    except CheckFailed as e:   # its own record refutes it (cert_trust): shown, not stored
+        raise CheckFailed(e.message, output=cert) from None
     except OSError as e:
         raise EnvironmentMissing(f"the certification {'passed' if cert['passed'] else 'failed'}"
                                  f" but its certificate could not be saved in "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 
@@ -13,11 +14,14 @@ from ._common import close_progress, load_matrix_for, progress_for, ref_or_spec
 from .certify import _target
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")   # ASCII: what every shell takes
+
+
 def _env(pairs) -> tuple[tuple[str, str], ...]:
     out = []
     for pair in pairs or ():
         key, eq, value = pair.partition("=")
-        if not eq or not key.replace("_", "a").isalnum() or key[0].isdigit():
+        if not eq or not ENV_NAME.fullmatch(key):
             raise InputError(f"--env {pair[:60]!r} must be NAME=VALUE with a NAME of letters, "
                              f"digits and '_'")
         out.append((key, value))

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import EnvironmentMissing, InputError, shown
+from ..errors import CheckFailed, EnvironmentMissing, InputError, shown
 from .spec import Fleet
 
 # the output folder and Python's path land in #SBATCH lines and the script: plain paths only
@@ -57,6 +57,9 @@ def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
                          file=fleet.path, line=missing[0].line)
     out = out.resolve()
     folder = _safe_path(out, "the output folder")
+    if out.exists() and not out.is_dir():
+        raise InputError("-o names a file; it takes the folder to write the job scripts in",
+                         file=str(out))
     python = _safe_path(Path(sys.executable), "Python's path")
     (out / "slurm").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
@@ -148,18 +151,57 @@ def sbatch(script: str, indices: list[int] | None = None) -> str:
     return job
 
 
-def _read_json(path: Path, default):
+MAX_STATE = 16 << 20    # tasks.json and jobs.json: envgen's own, a few KB a task
+MAX_RESULT = 16 << 20   # a task's certificate (certs.MAX_BYTES)
+_INDEX = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
+_SCRIPT = {"type": "string", "pattern": r"^slurm/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.sbatch$"}
+_TEXT = {"type": "string", "maxLength": 1000}
+TASKS_SCHEMA = {
+    "type": "object", "required": ["tasks", "fleet_sha256"],
+    "properties": {"tasks": {"type": "array", "maxItems": 100_000, "items": {
+        "type": "object", "required": ["index", "stack", "spec", "target", "script"],
+        "properties": {"index": _INDEX, "stack": _TEXT, "spec": _TEXT, "target": _TEXT,
+                       "script": _SCRIPT}}}}}
+JOBS_SCHEMA = {
+    "type": "object", "required": ["submissions"],
+    "properties": {"submissions": {"type": "array", "maxItems": 100_000, "items": {
+        "type": "object", "required": ["script", "job_id", "indices"],
+        "properties": {"script": _SCRIPT,
+                       "job_id": {"type": "string", "pattern": r"^[0-9]{1,20}$"},
+                       "indices": {"type": "array", "maxItems": 100_000, "items": _INDEX},
+                       "submitted": _TEXT}}}}}
+
+
+def _read_json(path: Path, default, schema: dict):
+    """A state file of the folder, bounded and checked against its schema: InputError with
+    the file (exit 2) when it is not what envgen wrote, EnvironmentMissing when it cannot
+    be read; `default` when it does not exist."""
+    from jsonschema import Draft202012Validator
+
+    from ..files import read_regular
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(read_regular(path, MAX_STATE, "fleet state file"))
     except FileNotFoundError:
         return default
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: not envgen's fleet state ({e})") from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"not envgen's fleet state: {' '.join(str(e).split())[:200]}",
+                         file=str(path)) from None
+    except OSError as e:
+        raise EnvironmentMissing(f"cannot read it: {e.strerror or e}", file=str(path)) from None
+    err = next(iter(Draft202012Validator(schema).iter_errors(doc)), None)
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path) or "the document"
+        raise InputError(f"not envgen's fleet state: at {where}: "
+                         f"{' '.join(err.message.split())[:200]}", file=str(path))
+    return doc
 
 
 def load_folder(folder: Path, fleet: Fleet) -> dict:
-    doc = _read_json(folder / "tasks.json", None)
-    if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), list):
+    if folder.exists() and not folder.is_dir():
+        raise InputError("not a folder: --collect and --resubmit-failed take the folder "
+                         "`envgen fleet FILE --slurm -o DIR` wrote", file=str(folder))
+    doc = _read_json(folder / "tasks.json", None, TASKS_SCHEMA)
+    if doc is None:
         raise InputError(f"{folder} holds no tasks.json: write it first with `envgen fleet "
                          f"FILE --slurm -o {folder}`")
     if doc.get("fleet_sha256") != fleet.sha256:
@@ -168,10 +210,14 @@ def load_folder(folder: Path, fleet: Fleet) -> dict:
     return doc
 
 
+def submissions(folder: Path) -> list[dict]:
+    """What was submitted from the folder (jobs.json), checked before it is used."""
+    return _read_json(folder / SUBMITTED, {"submissions": []}, JOBS_SCHEMA)["submissions"]
+
+
 def record(folder: Path, entries: list[dict]) -> None:
     from ..files import write_atomic
-    doc = _read_json(folder / SUBMITTED, {"submissions": []})
-    doc["submissions"].extend(entries)
+    doc = {"submissions": submissions(folder) + entries}
     write_atomic(folder / SUBMITTED, json.dumps(doc, indent=2) + "\n")
 
 
@@ -236,33 +282,88 @@ def scheduler_states(jobs: list[str]) -> tuple[dict[tuple[str, int], str], str]:
     # accounting off or slurmdbd down: the controller's memory of recent jobs
     out: dict = {}
     for job in jobs:
-        s = _slurm(["scontrol", "--oneliner", "show", "job", job])
+        s = _slurm(["scontrol", "--oneliner", "show", "job", job], soft=True)
         if s.returncode == 0:
             out.update(parse_scontrol(s.stdout))
+        elif not re.search(r"invalid job id", s.stderr, re.I):   # not merely forgotten
+            err = " ".join(s.stderr.split())[:300] or f"exit {s.returncode}"
+            raise EnvironmentMissing(f"neither sacct nor scontrol could say the state of job "
+                                     f"{job} (scontrol: {err}); is this a Slurm client with "
+                                     f"its controller up?")
     return out, "scontrol"
 
 
-def _result(folder: Path, index: int, job_id: str | None) -> dict | None:
-    """The certificate task `index` wrote under array job `job_id` (a file an earlier
-    submission left is not this one's)."""
+def _result(folder: Path, index: int, job_id: str | None) -> tuple[dict | None, str | None]:
+    """(the certificate task `index` wrote under array job `job_id`, None) when its result
+    file holds one; (None, why) when it holds something else; (None, None) when there is
+    none. A file an earlier submission left is not this one's. The file comes from the job
+    on a shared file system: read bounded, as a regular file only (a FIFO or a link to a
+    device is refused, not waited on)."""
+    from ..files import read_regular
     from .task import result_name
     if job_id is None:
-        return None
+        return None, None
+    path = folder / "results" / result_name(index, job_id)
     try:
-        c = json.loads((folder / "results" / result_name(index, job_id)).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return c if isinstance(c, dict) and isinstance(c.get("passed"), bool) else None
+        c = json.loads(read_regular(path, MAX_RESULT, "result file"))
+    except FileNotFoundError:
+        return None, None
+    except InputError as e:
+        return None, e.message
+    except OSError as e:
+        return None, f"its result file cannot be read ({e.strerror or e})"
+    except (ValueError, RecursionError):
+        return None, "its result file is not a certificate's JSON"
+    return (c, None) if isinstance(c, dict) else (None, "its result file is not a "
+                                                        "certificate's JSON object")
+
+
+def _judged(cert: dict, task: dict) -> str | None:
+    """Why a task's result may not count (cert_trust's judgement of every door, and the
+    task's own stack), or None."""
+    from ..cert_trust import intrinsic_problem
+    why = intrinsic_problem(cert)
+    if why:
+        return why
+    stack = cert["stack"]["stack"]
+    return None if stack == task["stack"] else (
+        f"its certificate is of stack {stack}, not of task {task['index']}'s {task['stack']}")
+
+
+def _verdict(state: str | None, sub, cert: dict | None, why: str | None) -> tuple[str, str]:
+    if sub is None:
+        return "missing", "never submitted"
+    if state == "TIMEOUT":
+        return "timed out", ""
+    if state and state.startswith("CANCELLED") or state == "PREEMPTED":
+        return "cancelled", ""
+    if state in FAILED:
+        return "failed", why or ""
+    if state in WAITING:
+        return "running", ""
+    if why:
+        return "failed", f"refused: {why}"
+    if state is None:
+        # a result file alone is not proof: the file system is shared and the scheduler,
+        # not the file, says the job ran and ended
+        return "missing", (f"the scheduler has no state for job {sub['job_id']} (forgotten, "
+                           f"or never run); enable accounting (sacct) or collect sooner"
+                           + (" (its result file claims a pass)" if cert else ""))
+    if state == "COMPLETED" and cert is not None:
+        return ("passed", "") if cert["passed"] else ("failed", "its certificate failed")
+    if state == "COMPLETED":
+        return "failed", "ended 0 without a certificate"   # not a pass
+    return "missing", f"slurm state {state}"
 
 
 def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
-    """Each task's verdict: passed, failed, timed out, cancelled, running or missing. A task
-    counts as passed only with a passing certificate in its result file and a scheduler
-    that does not say it failed."""
+    """Each task's verdict: passed, failed, timed out, cancelled, running or missing, with
+    why. A task counts as passed only when the scheduler says it completed and its result
+    file holds a certificate that passes the judgement every certificate entering a store
+    gets (cert_trust) and is of the task's own stack."""
     doc = load_folder(folder, fleet)
-    subs = _read_json(folder / SUBMITTED, {"submissions": []})["submissions"]
     latest: dict[int, dict] = {}
-    for s in subs:
+    for s in submissions(folder):
         for i in s["indices"]:
             latest[i] = s
     states, source = scheduler_states(sorted({s["job_id"] for s in latest.values()}))
@@ -270,46 +371,45 @@ def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
     for t in doc["tasks"]:
         sub = latest.get(t["index"])
         state = states.get((sub["job_id"], t["index"])) if sub else None
-        cert = _result(folder, t["index"], sub["job_id"] if sub else None)
-        if sub is None:
-            verdict = "missing"
-        elif state == "TIMEOUT":
-            verdict = "timed out"
-        elif state and state.startswith("CANCELLED") or state == "PREEMPTED":
-            verdict = "cancelled"
-        elif state in FAILED:
-            verdict = "failed"
-        elif state in WAITING:
-            verdict = "running"
-        elif state in ("COMPLETED", None) and cert is not None:
-            verdict = "passed" if cert["passed"] else "failed"
-        elif state == "COMPLETED":
-            verdict = "failed"   # ended 0 without a certificate: not a pass
-        else:
-            verdict = "missing"
+        cert, why = _result(folder, t["index"], sub["job_id"] if sub else None)
+        if cert is not None:
+            why = _judged(cert, t)
+            cert = None if why else cert
+        verdict, reason = _verdict(state, sub, cert, why)
         out.append({"index": t["index"], "stack": t["stack"], "spec": t["spec"],
-                    "target": t["target"], "verdict": verdict, "state": state,
-                    "job_id": sub["job_id"] if sub else None,
+                    "target": t["target"], "verdict": verdict, "why": reason or None,
+                    "state": state, "job_id": sub["job_id"] if sub else None,
                     "log": (f"{folder}/logs/{sub['job_id']}_{t['index']}.out" if sub else None),
                     "script": t["script"]})
     return out, source
 
 
 def store_passed(folder: Path, rows: list[dict]) -> list[str]:
-    """Copy each passing certificate into the local store (certs.save)."""
+    """Copy each passing certificate into the local store (certs.store, which judges it
+    again). A store that fails (a full disk) is exit 3, naming what was stored."""
     from .. import certs
-    from ..lockfile import IMAGE_ID
     stored = []
     for row in rows:
         if row["verdict"] != "passed":
             continue
-        cert = _result(folder, row["index"], row["job_id"])
-        if cert is None or not IMAGE_ID.fullmatch(str(cert.get("image_id"))) or \
-                not isinstance(cert.get("stack"), dict):
-            row["verdict"] = "failed"
+        cert, _ = _result(folder, row["index"], row["job_id"])
+        why = "its result file changed while collected" if cert is None else \
+            _judged(cert, row)
+        if why:
+            row["verdict"], row["why"] = "failed", f"refused: {why}"
             continue
         cert.pop("_path", None)
-        row["certificate"] = str(certs.save(cert))
+        try:
+            row["certificate"] = str(certs.store(cert)[1])
+        except CheckFailed as e:
+            row["verdict"], row["why"] = "failed", f"refused: {e.message}"
+            continue
+        except OSError as e:
+            raise EnvironmentMissing(
+                f"the store could not take task {row['index']}'s certificate "
+                f"({e.strerror or e}): {len(stored)} certificate(s) were stored before it, "
+                f"it and the tasks after it were not; run the same --collect again",
+                file=str(certs.state.certs_dir()), output={"stored": stored}) from None
         stored.append(row["certificate"])
     return stored
 

@@ -65,6 +65,18 @@ def check_url(url: str, what: str) -> str:
                      f"on this machine's loopback interface)")
 
 
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to a URL check_url would take as the first one: a 302
+    from https to plain http, or to http on another host, is refused before it is asked."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        check_url(newurl, f"the redirect ({code}) from {req.full_url[:100]} to")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_CheckedRedirects)
+
+
 class Index:
     """One package index, with the on-disk cache and retries."""
 
@@ -90,7 +102,7 @@ class Index:
             try:
                 with self._lock:
                     self.requests += 1
-                with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+                with _OPENER.open(req, timeout=TIMEOUT) as r:
                     if expect is not None and r.status != expect:
                         raise Refused(f"{req.full_url}: the server ignored the Range header "
                                       f"(HTTP {r.status}); envgen does not download whole "
@@ -110,8 +122,8 @@ class Index:
                     reason = getattr(e, "reason", e)
                     raise EnvironmentMissing(f"the package index did not answer "
                                              f"{req.full_url} ({reason})") from None
-            time.sleep(min(2 ** attempt, 4) * float(os.environ.get("ENVGEN_REFRESH_BACKOFF",
-                                                                   "1")))
+            time.sleep(min(2 ** attempt, 4) * float(os.environ.get("ENVGEN_REFRESH_BACKOFF")
+                                                    or "1"))   # checked at start (environ)
         raise AssertionError("unreachable")
 
     def get(self, url: str, accept: str | None = None, ttl: float | None = None,
