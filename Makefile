@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 ENVGEN := .venv/bin/envgen
 
-.PHONY: bootstrap demo test test-unit test-docker bench bench-cli bench-all golden closures clean
+.PHONY: bootstrap demo test test-fast test-unit test-docker test-all test-map lint bench bench-cli bench-all golden closures clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -12,6 +12,21 @@ demo: bootstrap
 
 test: bootstrap
 	$(PY) -m pytest -q --durations=25 -m "not gpu and not slow"
+
+# The unit tests (no Docker), on every core: the loop while changing a module. FILES=...
+# narrows it to some test files (tests/README.md maps modules to their tests).
+test-fast:
+	$(PY) -m pytest -q -x -n auto -m "not docker and not gpu and not slow" $(FILES)
+
+# Everything CI runs plus the opt-in sweeps (slow); gpu stays on the lent GPU machine.
+test-all: bootstrap
+	ENVGEN_SLOW=1 $(PY) -m pytest -q --durations=25 -m "not gpu"
+
+test-map:
+	$(PY) tools/test_map.py
+
+lint:
+	$(PY) -m ruff check envgen tests bench tools
 
 test-unit: bootstrap
 	$(PY) -m pytest -q -m "not docker and not gpu and not slow"

@@ -67,7 +67,7 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir \\
 
 
 def naive_build(base: str, pins: list[str], tag: str) -> float:
-    from envgen import engine
+    from envgen.runtime import docker as engine
     cli = engine.buildkit_cli()
     with tempfile.TemporaryDirectory() as ctx:
         Path(ctx, "ca.crt").write_bytes(Path(CA).read_bytes())
@@ -78,10 +78,11 @@ def naive_build(base: str, pins: list[str], tag: str) -> float:
 
 
 def hashed_fraction(image: str) -> tuple[int, int, list[str]]:
-    from envgen import engine
-    from envgen.closure import parse_closure
-    from envgen.lock import installed_packages
     from packaging.utils import canonicalize_name
+
+    from envgen.lock.write import installed_packages
+    from envgen.resolve.closure import parse_closure
+    from envgen.runtime import docker as engine
     p = installed_packages(engine.client(), image)
     cl = parse_closure(p.closure, image)
     hashed = {canonicalize_name(x.name) for x in cl.pins if x.sha256}
@@ -96,10 +97,10 @@ def main() -> int:
     ap.add_argument("--out", default="bench/reproducible.json")
     ap.add_argument("--markdown", default="docs/benchmarks.md")
     args = ap.parse_args()
-    from envgen.closure import closure_for
-    from envgen.commands._common import resolve_for
-    st = resolve_for(argparse.Namespace(driver=None, gpu=None, cc=None, python=None,
-                                        sources=None, matrix=None), None, args.spec)
+    from envgen.resolve import request
+    from envgen.resolve.closure import closure_for
+    m = request.load()
+    st = request.resolve(m, args.spec, request.host(m))
     base = st.base.local_tag
     closure, _ = closure_for(st)
 

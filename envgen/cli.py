@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from . import __version__
-from .errors import EnvgenError, EnvironmentMissing, InputError, InternalError
+from .core.errors import EnvgenError, EnvironmentMissing, InputError, InternalError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,12 +36,11 @@ def _path(text: str) -> str:
     return text
 
 
-from .commands._common import out_json as _json_out
-from .commands._common import load_matrix_for as _matrix
-from .commands._common import resolve_for as _resolve
-from .commands._common import table as _table
-
-from .progress import MODES as PROGRESS_MODES  # noqa: E402
+from .commands._common import load_matrix_for as _matrix  # noqa: E402
+from .commands._common import out_json as _json_out  # noqa: E402
+from .commands._common import resolve_for as _resolve  # noqa: E402
+from .commands._common import table as _table  # noqa: E402
+from .core.progress import MODES as PROGRESS_MODES  # noqa: E402
 
 SPEC_HELP = ("a stack name (pytorch-cu121; `envgen matrix list` shows them all) or a spec "
              "(torch==2.3.1,cuda=12.1 or lightning>=2.5,torch==2.7.1); default: the stack "
@@ -63,7 +62,7 @@ def cmd_matrix(args) -> int:
                   ", ".join(f"{v} {k}" for k, v in counts.items()))
         return 0
     if args.action == "list":
-        from .errors import Unsatisfiable
+        from .core.errors import Unsatisfiable
         rows = []
         for name in m.stack_names():
             try:
@@ -110,8 +109,9 @@ def cmd_resolve(args) -> int:
           if st.cuda else "  driver:  not needed (CPU build)")
     if st.require_cuda:
         print(f"  NVIDIA_REQUIRE_CUDA: {st.require_cuda}")
-    from .render.views import requirement
     import shutil
+
+    from .render.views import requirement
     print(textwrap.fill(" ".join(requirement(n, v) for n, v in st.packages),
                         width=max(60, shutil.get_terminal_size((100, 24)).columns),
                         initial_indent="  packages: ", subsequent_indent=" " * 12,
@@ -127,9 +127,9 @@ def cmd_render(args) -> int:
         return _later("render_all")(args)
     if args.no_resolve:
         raise InputError("render: --no-resolve goes with --all")
-    from .closure import closure_for
+    from .build.context import write_context
     from .commands._common import progress_for
-    from .context import write_context
+    from .resolve.closure import closure_for
     st = _resolve(args)
     closure, origin = closure_for(st, progress=progress_for(args))
     files = write_context(st, closure, Path(args.output))
@@ -152,8 +152,8 @@ def cmd_render(args) -> int:
 
 
 def cmd_closure(args) -> int:
-    from .closure import closure_for, resolve_closure
     from .commands._common import progress_for
+    from .resolve.closure import closure_for, resolve_closure
     st = _resolve(args)
     if args.refresh:
         c, origin = resolve_closure(st), "resolved now"
@@ -175,8 +175,8 @@ def cmd_closure(args) -> int:
 def cmd_require_cuda(args) -> int:
     import re
 
-    from . import require_cuda
-    from .compat import check_cc, check_driver, driver_cuda
+    from .resolve import require_cuda
+    from .resolve.compat import check_cc, check_driver, driver_cuda
     check_driver(args.driver)
     if args.cuda is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", args.cuda):
         raise InputError(f"--cuda {args.cuda!r} is not a CUDA version like 12.2")
@@ -203,7 +203,7 @@ def cmd_require_cuda(args) -> int:
 
 def cmd_completion(args) -> int:
     """`envgen completion bash|zsh`: the script, from this very parser."""
-    from . import completion
+    from .commands import completion
     from .commands._common import load_matrix_for
     stacks = load_matrix_for(args).stack_names()
     print(getattr(completion, args.shell)(build_parser(), stacks), end="")
@@ -616,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _teach(top: argparse.ArgumentParser) -> None:
     """Every command: an example after its help, and --matrix accepted after its name too
     (`envgen matrix list --matrix F` as well as `envgen --matrix F matrix list`)."""
-    from . import cli_help
+    from .commands import help_text as cli_help
     top.epilog = cli_help.TOP
     top.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -722,13 +722,13 @@ def main(argv: list[str] | None = None) -> int:
             previous[signum] = signal.signal(signum, _interrupt)
         except ValueError:   # not the main thread: leave signals to whoever owns them
             pass
-    from .terminal import Escaping
+    from .core.terminal import Escaping
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = (s if isinstance(s, Escaping) or s is None else Escaping(s)
                               for s in streams)
     try:
         args = build_parser().parse_args(argv)
-        from .environ import check as check_environment
+        from .core.environ import check as check_environment
         check_environment()
         return int(args.func(args) or 0)
     except EnvgenError as e:
@@ -748,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             import traceback
             traceback.print_exc()
-        from .engine import daemon_failed
+        from .runtime.docker import daemon_failed
         known = file_failed(e) or daemon_failed(e)
         if known is not None:
             return _report(known, want_json)

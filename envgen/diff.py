@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .compat import DRIVER_RE, FORWARD, MINOR, NATIVE, check_driver, driver_runs, kernels_for
-from .errors import EnvgenError, InputError, MatrixError, shown
+from .core.errors import EnvgenError, InputError, MatrixError, shown
+from .core.model import Gpu, Stack, V
 from .matrix import Matrix
-from .model import Gpu, Stack, V
-from .resolve import Host, resolve
-from .spec import parse_spec
+from .resolve.compat import (
+    DRIVER_RE,
+    FORWARD,
+    MINOR,
+    NATIVE,
+    check_driver,
+    driver_runs,
+    kernels_for,
+)
+from .resolve.spec import parse_spec
+from .resolve.stack import Host, resolve
 
 CAVEATS = {
     MINOR: "minor-version compatibility: PTX JIT fails on this older driver, so the build "
@@ -205,7 +213,7 @@ def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | N
     certificates (certs.load_all()), per host which stacks are certified on its GPUs and
     driver branch, and the store's whole matrix of stack x GPU/driver (`runs`:
     certs.runs_by_key)."""
-    from .cert_view import certified_matrix, on_host
+    from .certs.view import certified_matrix, on_host
     stacks = resolve_all(m) if stacks is None else stacks
     out = []
     for h in hosts:

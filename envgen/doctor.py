@@ -7,11 +7,12 @@ import glob
 import os
 import time
 
-from . import engine, host
+from .core.errors import EnvgenError
 from .diff import resolve_all, verdict
-from .errors import EnvgenError
-from .host import HostGpus
 from .matrix import Matrix
+from .runtime import docker as engine
+from .runtime import host
+from .runtime.host import HostGpus
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -34,7 +35,7 @@ def docker_facts(client=engine.client, cdi_dirs=CDI_DIRS) -> dict:
 
 
 def _driver_view(m: Matrix, driver: str, today: str) -> dict:
-    from .compat import driver_cuda
+    from .resolve.compat import driver_cuda
     br = m.driver_branch(driver)
     out = {"version": driver, "cuda": driver_cuda(m, driver), "branch": None, "lts": None,
            "eol": None, "past_eol": None, "latest_in_branch": None}
@@ -66,7 +67,7 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
                          if known else None, "memory_mib": g.memory_total_mib,
                          "memory_used_mib": g.memory_used_mib, "busy": g.busy})
         if known and gpus.driver:
-            from .compat import gpu_knows
+            from .resolve.compat import gpu_knows
             k = gpu_knows(m, known, gpus.driver)
             if not k.ok:
                 problems.append(k.why)

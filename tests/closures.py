@@ -3,8 +3,8 @@ cannot reach (download.pytorch.org): made from the stack's own pins, each with a
 reason instead of a hash. Formatting tests only; the real resolver has its own tests."""
 from __future__ import annotations
 
-from envgen import closure as closure_mod
-from envgen.model import Closure, Pin
+from envgen.core.model import Closure, Pin
+from envgen.resolve import closure as closure_mod
 
 CREATED = "2026-12-01T00:00:00Z"
 

@@ -67,9 +67,10 @@ def image_names(host: str | None = None) -> frozenset[str]:
 
 def remove_own_image(ref: str, before: frozenset[str], host: str | None = None) -> None:
     """Remove what the tests made of image `ref` (an ID or a name): each of its names that
-    was not there `before` or is in the tests' own namespace, one `docker rmi NAME` each, then the image by ID only when no
-    name is left and it was not there before either. Never `rmi -f ID`: a reproducible
-    build gives the user's `make demo` image this very ID, and -f by ID removes every tag."""
+    was not there `before` or is in the tests' own namespace, one `docker rmi NAME` each,
+    then the image by ID only when no name is left and it was not there before either.
+    Never `rmi -f ID`: a reproducible build gives the user's `make demo` image this very
+    ID, and -f by ID removes every tag."""
     def names_of(image: str) -> tuple[str, list[str]] | None:
         r = docker("image", "inspect", image, host=host)
         if r.returncode != 0:

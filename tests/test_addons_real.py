@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from services import docker, envgen, remove_own_image
 
 pytestmark = pytest.mark.docker

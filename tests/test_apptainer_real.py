@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from services import ROOT, docker, envgen, first_daemon_answers
 
 pytestmark = pytest.mark.docker
@@ -73,7 +72,7 @@ def test_certify_sif_passes_at_level_cpu_keyed_by_its_digest(sif):
 
 
 def test_the_payload_runs_as_the_image_user_without_network_or_capabilities(sif):
-    from envgen.certify_sif import exec_options
+    from envgen.certify.apptainer import exec_options
     opts, _ = exec_options(False, True, None)
     probe = "id -u; grep CapEff /proc/self/status; tail -n +3 /proc/net/dev | cut -d: -f1"
     r = subprocess.run([WRAPPER, "exec", *opts, str(sif["path"]), "sh", "-c", probe],

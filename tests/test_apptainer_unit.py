@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from envgen import apptainer
-from envgen.certify_sif import exec_options
+from envgen.certify.apptainer import exec_options
 from envgen.cli import main
-from envgen.errors import EnvironmentMissing, InputError
+from envgen.core.errors import EnvironmentMissing, InputError
+from envgen.runtime import apptainer
 
 HEADER = b"#!/usr/bin/env run-singularity\n\x00SIF_MAGIC".ljust(128, b"\x00")
 

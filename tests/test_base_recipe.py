@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envgen import base_image
-from envgen.errors import EnvironmentMissing
+from envgen.build import base as base_image
+from envgen.core.errors import EnvironmentMissing
 from envgen.matrix import load_matrix
 from envgen.render.views import render_base_script
 
@@ -22,8 +22,10 @@ def test_the_base_tag_is_named_by_suite_snapshot_and_recipe_alone():
 
 def test_the_default_mirror_is_used_only_when_it_serves_the_pinned_snapshot(monkeypatch):
     monkeypatch.delenv("ENVGEN_DEBIAN_MIRROR", raising=False)
-    same = lambda mirror, suite: BOOKWORM.snapshot
-    newer = lambda mirror, suite: "20991231T000000Z"
+    def same(mirror, suite):
+        return BOOKWORM.snapshot
+    def newer(mirror, suite):
+        return "20991231T000000Z"
     assert base_image.choose_mirror(BOOKWORM, same) == base_image.DEFAULT_MIRROR
     assert base_image.choose_mirror(BOOKWORM, newer) == \
         "https://snapshot.debian.org/archive/debian/20260711T101637Z"

@@ -6,15 +6,17 @@ two ENVGEN_HOME stores; the forged-image test builds a tiny labelled image on th
 from __future__ import annotations
 
 import copy
-import os
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from envgen import cert_import, cert_trust, certs
+from envgen.certs import importing as cert_import
+from envgen.certs import store as certs
+from envgen.certs import trust as cert_trust
 from envgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,7 +295,7 @@ def test_diff_fleet_shows_what_the_store_certified_on_each_host(home, tmp_path, 
 
 @pytest.mark.docker
 def test_a_certificate_naming_an_image_here_with_another_stack_is_refused(tmp_path):
-    from envgen import engine
+    from envgen.runtime import docker as engine
     try:
         c = engine.client()
     except Exception:

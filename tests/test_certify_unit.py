@@ -8,13 +8,13 @@ import tarfile
 
 import pytest
 
-from envgen import gpu_access
-from envgen.certify import certify
-from envgen.errors import CheckFailed, EnvironmentMissing, InputError
-from envgen.host import HostGpus, parse_query
+from envgen.certify.docker import certify
+from envgen.core.errors import CheckFailed, EnvironmentMissing, InputError
 from envgen.matrix import load_matrix
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
+from envgen.runtime import gpu_access
+from envgen.runtime.host import HostGpus, parse_query
 
 H200_SMI = "0, NVIDIA H200, GPU-1, 9.0, 143771, 0, 0, 580.159.04\n" \
            "1, NVIDIA H200, GPU-2, 9.0, 143771, 0, 0, 580.159.04\n"

@@ -8,12 +8,12 @@ from importlib.metadata import PathDistribution
 import pytest
 import yaml
 
-from envgen import ci
 from envgen.cli import build_parser, main
-from envgen.errors import InputError
+from envgen.core.errors import InputError
 from envgen.matrix import load_matrix
-from envgen.resolve import resolve
-from envgen.spec import parse_spec
+from envgen.render import ci
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import resolve
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 GIT = f"git+https://github.com/envgen/envgen@{COMMIT}"
@@ -192,7 +192,7 @@ def test_the_default_source_comes_from_pep_610_vcs_info(tmp_path, monkeypatch):
         "vcs_info": {"vcs": "git", "commit_id": COMMIT, "requested_revision": "main"}}))
     monkeypatch.setattr(ci.importlib.metadata, "distribution",
                         lambda name: PathDistribution(info))
-    monkeypatch.setattr(ci, "__file__", str(pkg / "ci.py"))
+    monkeypatch.setattr(ci, "__file__", str(pkg / "render" / "ci.py"))
     assert ci.default_envgen_source() == f"git+https://github.com/envgen/envgen.git@{COMMIT}"
 
 
@@ -214,15 +214,15 @@ def git(repo, *args):
 def checkout(tmp_path, monkeypatch):
     """A checkout envgen 'runs from', committed, with an ssh origin that holds HEAD."""
     repo = tmp_path / "repo"
-    (repo / "envgen").mkdir(parents=True)
-    (repo / "envgen" / "ci.py").write_text("")
+    (repo / "envgen" / "render").mkdir(parents=True)
+    (repo / "envgen" / "render" / "ci.py").write_text("")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", ".")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "c")
     git(repo, "remote", "add", "origin", "git@github.com:envgen/envgen.git")
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
     monkeypatch.setattr(ci, "_from_direct_url", lambda: None)
-    monkeypatch.setattr(ci, "__file__", str(repo / "envgen" / "ci.py"))
+    monkeypatch.setattr(ci, "__file__", str(repo / "envgen" / "render" / "ci.py"))
     return repo
 
 
@@ -233,7 +233,7 @@ def test_the_default_source_is_the_pushed_head_of_a_clean_checkout(checkout):
 
 
 def test_a_dirty_checkout_has_no_default_source(checkout):
-    (checkout / "envgen" / "ci.py").write_text("# changed\n")
+    (checkout / "envgen" / "render" / "ci.py").write_text("# changed\n")
     assert ci.default_envgen_source() is None
 
 
@@ -493,7 +493,7 @@ def test_every_action_is_at_its_current_major():
 
 
 def test_a_failed_build_uploads_its_log_from_the_folder_envgen_writes_it_to(monkeypatch):
-    from envgen import state
+    from envgen.core import home as state
     steps = workflow(["pytorch-cu121"])["jobs"]["build"]["steps"]
     names = [s.get("name") for s in steps]
     home = steps[names.index("envgen's files in the job's temporary folder")]["run"]

@@ -225,5 +225,5 @@ def test_render_into_a_file_is_a_clean_error(capsys, tmp_path):
 
 def test_refresh_help_names_every_reader_in_its_order():
     from envgen.cli import REFRESH_READERS
-    from envgen.matrix.refresh import READERS
+    from envgen.refresh import READERS
     assert REFRESH_READERS == tuple(READERS)

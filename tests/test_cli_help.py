@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envgen import cli_help
 from envgen.cli import build_parser, main
+from envgen.commands import help_text as cli_help
 from envgen.smoke._harness import tally
 
 ROOT = Path(__file__).resolve().parents[1]

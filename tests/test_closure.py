@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from envgen import closure as cl
-from envgen.errors import EnvironmentMissing, InputError, Unsatisfiable
+from envgen.core.errors import EnvironmentMissing, InputError, Unsatisfiable
+from envgen.core.model import Pin
 from envgen.matrix import load_matrix
-from envgen.model import Pin
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.resolve import closure as cl
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 M = load_matrix()
 BUNDLED = sorted(cl.bundled_dir().glob("*.json"))
@@ -143,8 +143,9 @@ def test_the_most_specific_wheel_for_the_image_wins():
 
 
 def test_an_index_without_hashes_gives_a_reason_never_silence():
-    fetch = lambda url: {"files": [{"filename": "six-1.16.0-py2.py3-none-any.whl",
-                                    "hashes": {}}]}
+    def fetch(url):
+        return {"files": [{"filename": "six-1.16.0-py2.py3-none-any.whl",
+                                        "hashes": {}}]}
     p = cl.hash_pin("six", "1.16.0", "3.11", "manylinux_2_36_x86_64", "https://m", fetch)
     assert p.sha256 is None and "no sha256" in p.note
 
@@ -265,8 +266,8 @@ def test_an_addon_has_stacks_only_where_one_of_its_releases_admits_the_base():
 
 
 def test_a_stack_round_trips_its_extras_and_unpinned_pins():
-    from envgen.lockfile import stack_problems
-    from envgen.model import Stack
+    from envgen.core.model import Stack
+    from envgen.matrix.wire import stack_problems
     nemo = stack("nemo-cu126")
     data = json.loads(json.dumps(nemo.to_json()))
     assert stack_problems(data) == [] and Stack.from_json(data).to_json() == data

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from envgen import completion
 from envgen.cli import build_parser
+from envgen.commands import completion
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

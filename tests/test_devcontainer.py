@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from envgen import devcontainer, run_profile
-from envgen.build import default_tag
 from envgen.cli import main
-from envgen.errors import InputError
+from envgen.core.errors import InputError
+from envgen.core.image import default_tag
 from envgen.matrix import load_matrix
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.render import devcontainer
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
+from envgen.runtime import profile as run_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 M = load_matrix()
@@ -63,7 +64,7 @@ def test_the_gpu_reaches_the_container_once():
 
 
 def test_the_run_flags_and_user_are_those_certification_and_the_image_use():
-    certify_source = (ROOT / "envgen" / "certify.py").read_text()
+    certify_source = (ROOT / "envgen" / "certify" / "docker.py").read_text()
     assert "profile.docker_kwargs()" in certify_source
     kw = run_profile.Profile().docker_kwargs()
     assert kw["shm_size"] == "8g"

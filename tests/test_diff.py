@@ -8,7 +8,7 @@ import pytest
 
 from envgen import diff as d
 from envgen.cli import main
-from envgen.errors import InputError, MatrixError
+from envgen.core.errors import InputError, MatrixError
 from envgen.matrix import load_matrix
 from envgen.matrix.yamlfile import load_text
 

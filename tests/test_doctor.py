@@ -5,11 +5,11 @@ import os
 import pytest
 
 from envgen import doctor as dr
-from envgen import host
 from envgen.cli import main
-from envgen.errors import EnvironmentMissing
-from envgen.host import HostGpus
+from envgen.core.errors import EnvironmentMissing
 from envgen.matrix import load_matrix
+from envgen.runtime import host
+from envgen.runtime.host import HostGpus
 
 H200_580 = ("0, NVIDIA H200, GPU-0a1b, 9.0, 143771, 0, 0, 580.95.05\n"
             "1, NVIDIA H200, GPU-2c3d, 9.0, 143771, 52000, 97, 580.95.05\n")
@@ -119,7 +119,7 @@ def _daemon_answers() -> bool:
     if not os.path.exists("/var/run/docker.sock"):
         return False
     try:
-        from envgen import engine
+        from envgen.runtime import docker as engine
         engine.client()
         return True
     except Exception:
@@ -136,7 +136,7 @@ def test_doctor_sees_the_real_docker_daemon(m):
 
 def test_cli_doctor_image_says_what_its_certificate_says_to_change(monkeypatch, capsys,
                                                                    tmp_path):
-    from envgen import certs
+    from envgen.certs import store as certs
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
     monkeypatch.setattr(host, "detect", lambda: host.parse_query(H200_580))
     monkeypatch.setattr(dr, "docker_facts", lambda: DOCKER_OK)

@@ -5,9 +5,10 @@ import os
 import stat
 
 import pytest
-
 from certificates import made
-from envgen import certs, files
+
+from envgen.certs import store as certs
+from envgen.core import files
 
 
 @contextlib.contextmanager

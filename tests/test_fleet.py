@@ -11,12 +11,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from services import envgen
 
-from envgen.errors import MatrixError
+from envgen.core.errors import MatrixError
 from envgen.fleet import kubernetes, slurm
 from envgen.fleet.spec import gfd_product, load
 from envgen.fleet.task import LINE_PREFIX, argv, certificate_line
-from services import envgen
 
 SCHEMA = json.loads((Path(__file__).parent / "data/kubernetes/job-batch-v1.json").read_text())
 GOOD = """\
@@ -148,7 +148,7 @@ def test_the_apptainer_engine_certifies_each_stacks_sif(tmp_path):
 
 
 def test_the_apptainer_engine_refuses_a_stack_without_a_sif_at_its_line(tmp_path):
-    from envgen.errors import InputError
+    from envgen.core.errors import InputError
     with pytest.raises(InputError) as e:
         slurm.write(fleet_of(tmp_path, GOOD), tmp_path / "run", engine="apptainer")
     assert e.value.line == 1 and "envgen sif" in e.value.message
@@ -171,7 +171,7 @@ def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
 
 def test_an_output_folder_a_batch_script_cannot_hold_plainly_is_refused(tmp_path):
     f = fleet_of(tmp_path, GOOD)
-    from envgen.errors import InputError
+    from envgen.core.errors import InputError
     with pytest.raises(InputError, match="plain path"):
         slurm.write(f, tmp_path / "a b$(id)")
 
@@ -253,7 +253,7 @@ def test_a_missing_slurm_client_is_exit_3(tmp_path):
 
 def manifests(tmp_path, text=GOOD) -> list[dict]:
     f = fleet_of(tmp_path, text)
-    from envgen.build import default_tag
+    from envgen.core.image import default_tag
     images = {default_tag(t.resolved): ("sha256:" + "c" * 64,
                                         [f"registry.example/{t.resolved.stack}@sha256:"
                                          + "d" * 64], [default_tag(t.resolved)])

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-
 import services
+import yaml
 from services import docker, envgen, first_daemon_answers
 
 pytestmark = pytest.mark.docker

@@ -11,8 +11,9 @@ from envgen.matrix import load_matrix
 from envgen.smoke import payload_files
 
 ENVGEN = Path(__file__).resolve().parents[1] / "envgen"
-MODULES = ["resolve.py", "resolve_over.py", "compat.py", "closure.py", "render/views.py",
-           "context.py", "build.py", "certify.py", "lock.py", "verify.py", "diff.py",
+MODULES = ["resolve/stack.py", "resolve/over.py", "resolve/compat.py", "resolve/closure.py",
+           "render/views.py", "build/context.py", "build/buildkit.py", "certify/docker.py",
+           "lock/write.py", "lock/verify.py", "diff.py",
            "doctor.py", "commands/build.py", "commands/certify.py", "commands/lock.py"]
 M = load_matrix()
 NAMES = {f.name for f in M.frameworks} | {f.package for f in M.frameworks}

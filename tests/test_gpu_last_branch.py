@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from envgen import doctor as dr
-from envgen import host
-from envgen.certify import preflight
-from envgen.compat import gpu_knows
+from envgen.certify.docker import preflight
+from envgen.core.errors import CheckFailed, MatrixError, Unsatisfiable
 from envgen.diff import driver_diff
-from envgen.errors import CheckFailed, MatrixError, Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.compat import gpu_knows
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
+from envgen.runtime import host
 
 DEPRECATION = "https://forums.developer.nvidia.com/t/unix-graphics-feature-deprecation-schedule/60588"
 MINI = Path(__file__).parent / "fixtures" / "mini.yaml"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from envgen.compat import gpu_knows
-from envgen.errors import Unsatisfiable
+from envgen.core.errors import Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.compat import gpu_knows
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 MINI = Path(__file__).parent / "fixtures" / "mini.yaml"
 ARCHS = """

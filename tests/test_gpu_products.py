@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from envgen.errors import Unsatisfiable
+from envgen.core.errors import Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 CUR, LEG = "https://developer.nvidia.com/cuda-gpus", "https://developer.nvidia.com/cuda-legacy-gpus"
 
@@ -26,7 +26,8 @@ def m():
     ("RTX 5070 Ti", "12.0", "blackwell", "geforce", CUR),
     ("RTX 5060", "12.0", "blackwell", "geforce", CUR),
     ("RTX A3000", "8.6", "ampere", "workstation", CUR),
-    ("TITAN V", "7.0", "volta", "geforce", LEG), ("Quadro GV100", "7.0", "volta", "workstation", LEG),
+    ("TITAN V", "7.0", "volta", "geforce", LEG),
+    ("Quadro GV100", "7.0", "volta", "workstation", LEG),
     ("TITAN Xp", "6.1", "pascal", "geforce", LEG), ("GTX 1070", "6.1", "pascal", "geforce", LEG),
     ("Quadro P6000", "6.1", "pascal", "workstation", LEG),
     ("GTX 980 Ti", "5.2", "maxwell", "geforce", LEG), ("M60", "5.2", "maxwell", "datacenter", LEG),

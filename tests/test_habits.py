@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envgen import diagnose
+from envgen.certs import diagnose
 from envgen.smoke import _harness as h
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def test_telemetry_without_samples_says_so():
 # ---- shared memory, start-up, loader -------------------------------------------------------
 
 def test_the_shared_memory_sentence_names_the_fix_and_the_size_the_profile_gives():
-    from envgen import run_profile
+    from envgen.runtime import profile as run_profile
     assert h.shm_fix(64) == "shared memory 64 MB: add --ipc=host or --shm-size=8g"
     assert h.SHM_SIZE == run_profile.SHM_SIZE        # the payload cannot import envgen
     assert h.shm_fix(None).startswith("no /dev/shm")

@@ -11,10 +11,11 @@ import types
 
 import pytest
 
-from envgen import certs, engine
+from envgen.certs import store as certs
 from envgen.cli import main
-from envgen.errors import EnvironmentMissing, InputError
-from envgen.files import read_regular
+from envgen.core.errors import EnvironmentMissing, InputError
+from envgen.core.files import read_regular
+from envgen.runtime import docker as engine
 
 ID = "sha256:" + "ab" * 32
 

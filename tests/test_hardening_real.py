@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import services
 from services import ROOT, TAG, alive, children_of, docker, envgen, labelled_containers
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from envgen.cli import main
-from envgen.lock import read_lock
-from envgen.errors import InputError
+from envgen.core.errors import InputError
+from envgen.lock.write import read_lock
 from envgen.matrix import load_matrix
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 M = load_matrix()
 STACK = resolve(M, parse_spec("pytorch-cu121", M), Host()).to_json()

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("yaml", "jsonschema", "dataclasses", "packaging.tags", "packaging.utils",
          "subprocess", "socket", "ssl", "http", "email", "urllib.request", "concurrent",
          "logging", "asyncio")
-NOT_FOR_RESOLVE = ("jinja2", "inspect", "envgen.closure", "envgen.render", "threading")
+NOT_FOR_RESOLVE = ("jinja2", "inspect", "envgen.resolve.closure", "envgen.render", "threading")
 
 PROBE = """
 import json, sys
@@ -60,7 +60,7 @@ def loaded(mods: set[str], names) -> list[str]:
 
 def test_resolve_from_a_cached_matrix_imports_nothing_heavy(home):
     mods = modules(home, "resolve", "pytorch-cu121", "--json")
-    assert "envgen.resolve" in mods and "envgen.record" in mods
+    assert "envgen.resolve.stack" in mods and "envgen.core.record" in mods
     assert loaded(mods, HEAVY + NOT_FOR_RESOLVE) == []
 
 
@@ -71,7 +71,7 @@ def test_matrix_validate_from_its_cache_imports_nothing_heavy(home):
 
 def test_render_imports_jinja_once_and_then_reads_its_texts_back(home, tmp_path):
     first = modules(home, "render", "pytorch-cu121", "-o", str(tmp_path / "ctx"))
-    assert "jinja2" in first and "envgen.closure" in first
+    assert "jinja2" in first and "envgen.resolve.closure" in first
     assert loaded(first, HEAVY) == []
     again = modules(home, "render", "pytorch-cu121", "-o", str(tmp_path / "ctx2"))
     assert "envgen.render.cache" in again and loaded(again, ("jinja2", "markupsafe")) == []

@@ -48,38 +48,149 @@ def _ids(paths):
 
 
 def test_relative_imports_resolve():
-    assert "envgen.errors" in imports(PKG / "matrix" / "load.py")
-    assert "envgen.matrix" in imports(PKG / "resolve.py")
+    assert "envgen.core.errors" in imports(PKG / "matrix" / "load.py")
+    assert "envgen.matrix" in imports(PKG / "resolve" / "stack.py")
 
 
-DOMAIN = files("model.py", "errors.py", "record.py")   # record: dataclasses, cheaper
+# ---- the wings ---------------------------------------------------------------------------
+# Each folder of envgen/ is a wing along the job's arrows (docs/architecture.md); a module
+# left in the hall is a wing of its own. A wing may import only the wings listed here: an
+# arrow back up (the renovation removed seven, and two circles) fails this test. Imports
+# inside functions count too: they hide an arrow, they do not remove it.
+ALLOWED = {
+    "core": set(),
+    "smoke": set(),
+    "matrix": {"core"},
+    "resolve": {"core", "matrix"},
+    "runtime": {"core", "matrix"},
+    "refresh": {"core", "matrix", "resolve"},
+    "render": {"core", "matrix", "resolve", "runtime", "smoke"},
+    "build": {"core", "matrix", "resolve", "runtime", "render", "smoke"},
+    "certs": {"core", "matrix", "runtime"},
+    "certify": {"core", "matrix", "resolve", "runtime", "certs", "smoke"},
+    "lock": {"core", "matrix", "resolve", "runtime", "render", "build", "certs", "certify"},
+    "fleet": {"core", "matrix", "resolve", "runtime", "render", "certs", "certify"},
+    "diff": {"core", "matrix", "resolve", "certs"},
+    "doctor": {"core", "matrix", "resolve", "runtime", "certs", "diff"},
+    "report": {"core", "matrix", "resolve", "render", "certs", "diff"},
+    "commands": {"core", "smoke", "matrix", "resolve", "runtime", "refresh", "render",
+                 "build", "certs", "certify", "lock", "fleet", "diff", "doctor", "report"},
+    "cli": {"core", "matrix", "resolve", "runtime", "render", "build", "commands"},
+    "__main__": {"cli"},
+}
+HALL_MAX = 12
+
+
+def wing(module: str) -> str:
+    """envgen.certs.store -> certs; envgen.diff -> diff (a module of the hall)."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def own_imports(path: Path) -> set[str]:
+    """The envgen modules a file imports, each as the module (a name imported from a module
+    counts as that module; `from . import x` of a module as x)."""
+    found = set()
+    for m in imports(path):
+        while m and m not in MODULES:
+            m = m.rpartition(".")[0]
+        if m.startswith("envgen"):
+            found.add(m)
+    return found
+
+
+def test_every_folder_and_hall_module_is_a_wing_with_rules():
+    wings = {wing(m) for m in MODULES if m != "envgen"}
+    assert wings == set(ALLOWED), "a new wing needs its rules here and a row in " \
+                                  "docs/architecture.md"
+
+
+def test_the_hall_holds_few_modules():
+    hall = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(hall) <= HALL_MAX, hall
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "envgen"))
+def test_a_wing_imports_only_the_wings_below_it(module):
+    mine = wing(module)
+    bad = {m for m in own_imports(MODULES[module])
+           if m != "envgen" and wing(m) != mine and wing(m) not in ALLOWED[mine]}
+    assert not bad, f"{module} ({mine}) imports {sorted(bad)}: an arrow the wing rules " \
+                    f"do not allow"
+
+
+def test_no_import_circle_between_files():
+    graph = {m: own_imports(p) - {m, "envgen"} for m, p in MODULES.items()}
+    # a package imports what it re-exports from its own modules: that is no circle
+    graph = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+    seen, stack, on, low, index, circles = {}, [], set(), {}, [0], []
+
+    def visit(v):
+        seen[v] = low[v] = index[0]
+        index[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in seen:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], seen[w])
+        if low[v] == seen[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+    for v in graph:
+        if v not in seen:
+            visit(v)
+    assert circles == []
+
+
+DOMAIN = files("core/model.py", "core/errors.py", "core/record.py")
 
 
 @pytest.mark.parametrize("path", DOMAIN, ids=_ids(DOMAIN))
 def test_domain_imports_only_stdlib_and_packaging(path):
     bad = {m for m in imports(path) if top(m) not in STDLIB | {"packaging"}
-           and not m.startswith(("envgen.model", "envgen.errors", "envgen.record"))}
+           and not m.startswith(("envgen.core.model", "envgen.core.errors",
+                                 "envgen.core.record"))}
     assert not bad, f"{path.name} imports {bad}"
 
 
-FACTS = files("matrix/*.py", "spec.py")
+FACTS = files("matrix/*.py", "resolve/spec.py")
 
 
 @pytest.mark.parametrize("path", FACTS, ids=_ids(FACTS))
 def test_facts_import_no_docker_or_jinja(path):
-    bad = {m for m in imports(path) if top(m) in {"docker", "jinja2", "subprocess"}
-           or m.startswith(("envgen.render", "envgen.engine", "envgen.build"))}
+    bad = {m for m in imports(path) if top(m) in {"docker", "jinja2", "subprocess"}}
     assert not bad, f"{path.name} imports {bad}"
 
 
-DECISIONS = files("resolve.py", "compat.py", "require_cuda.py")
+DECISIONS = files("resolve/stack.py", "resolve/over.py", "resolve/compat.py",
+                  "resolve/require_cuda.py", "resolve/request.py")
 
 
 @pytest.mark.parametrize("path", DECISIONS, ids=_ids(DECISIONS))
 def test_decisions_import_no_docker_jinja_or_subprocess(path):
-    bad = {m for m in imports(path) if top(m) in {"docker", "jinja2", "subprocess"}
-           or m.startswith(("envgen.render", "envgen.engine", "envgen.build",
-                            "envgen.certify"))}
+    bad = {m for m in imports(path) if top(m) in {"docker", "jinja2", "subprocess"}}
     assert not bad, f"{path.name} imports {bad}"
 
 
@@ -88,8 +199,8 @@ FORMATTING = files("render/*.py")
 
 @pytest.mark.parametrize("path", FORMATTING, ids=_ids(FORMATTING))
 def test_render_imports_no_docker_or_subprocess(path):
-    bad = {m for m in imports(path) if top(m) in {"docker", "subprocess"}
-           or m.startswith(("envgen.engine", "envgen.build", "envgen.certify"))}
+    bad = {m for m in imports(path) if top(m) in {"docker"}
+           or m.startswith(("envgen.runtime.docker", "envgen.build", "envgen.certify"))}
     assert not bad, f"{path.name} imports {bad}"
 
 

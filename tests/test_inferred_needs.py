@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from envgen.errors import EnvgenError, Unsatisfiable
+from envgen.core.errors import EnvgenError, Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.matrix.refresh.addons import needs, python_floors
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.refresh.addons import needs, python_floors
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 BUNDLED_DIR = Path(__file__).resolve().parents[1] / "matrices"
 M = load_matrix()

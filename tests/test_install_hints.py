@@ -3,8 +3,9 @@ envgen-gpu: the package index's "envgen" is another project."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import envgen
 from envgen.cli import main

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_smoke_payload import imported, module_level_imports   # stdlib and pytest only
+from test_smoke_payload import imported, module_level_imports  # stdlib and pytest only
 
 SMOKE = Path(__file__).resolve().parents[1] / "envgen" / "smoke"
 PAYLOAD = SMOKE / "jax_smoke.py"

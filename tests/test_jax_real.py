@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from services import docker, envgen, first_daemon_answers, remove_own_image
 
 pytestmark = pytest.mark.docker

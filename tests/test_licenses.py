@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from envgen.cli import main
-from envgen.lockfile import stack_problems
+from envgen.core.model import Stack, join_licenses
 from envgen.matrix import load_matrix
-from envgen.matrix.refresh.licenses import license_of
 from envgen.matrix.schema import canonical_license
-from envgen.model import Stack, join_licenses
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.matrix.wire import stack_problems
+from envgen.refresh.licenses import license_of
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 MINI = Path(__file__).parent / "fixtures" / "mini.yaml"
 M = load_matrix()
@@ -195,8 +195,8 @@ def test_a_lock_written_before_licences_still_reads():
 def test_a_hostile_licences_value_in_a_lock_file_names_the_file_and_entry(tmp_path):
     from test_hostile_lock import lock_text, write
 
-    from envgen.errors import InputError
-    from envgen.lock import read_lock
+    from envgen.core.errors import InputError
+    from envgen.lock.write import read_lock
     data = lock_text()
     data["stacks"]["pytorch-cu121"]["stack"]["licenses"] = 'MIT" && id #'
     path = write(tmp_path, data)

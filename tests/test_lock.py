@@ -7,13 +7,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from envgen import lock as lk
-from envgen.closure import platform_tags
 from envgen.cli import main
-from envgen.errors import InputError
+from envgen.core.errors import InputError
+from envgen.lock import write as lk
 from envgen.matrix import load_matrix
-from envgen.resolve import resolve
-from envgen.spec import parse_spec
+from envgen.resolve.closure import platform_tags
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import resolve
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "mini.yaml"
 SIX_116 = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
@@ -216,7 +216,7 @@ def test_write_lock_merges_named_stacks_into_an_existing_lock(tmp_path, stack):
 
 
 def _writer(path, name, stack_json):
-    from envgen.model import Stack
+    from envgen.core.model import Stack
     st = Stack.from_json(stack_json)
     for _ in range(5):
         lk.write_lock(path, {name: entry(st)}, "sha")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envgen.errors import MatrixError
+from envgen.core.errors import MatrixError
 from envgen.matrix import cache, load_matrix
 
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from envgen.compat import gpu_knows
-from envgen.errors import Unsatisfiable
+from envgen.core.errors import Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.compat import gpu_knows
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 M = load_matrix()
 FC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envgen.errors import EnvgenError
+from envgen.core.errors import EnvgenError
 from envgen.matrix import load_matrix
 
 MINI_TEXT = (Path(__file__).parent / "fixtures" / "mini.yaml").read_text()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from envgen.matrix.refresh import Refused, refresh
 from recorded_index import RecordedIndex, recorded
+
+from envgen.refresh import Refused, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "matrices"
@@ -305,7 +305,7 @@ def _sdist(tmp_path, members: dict) -> bytes:
 
 
 def test_an_sdists_pkg_info_and_classifier_pythons_are_read(tmp_path):
-    from envgen.matrix.refresh.pypi import classifier_pythons, pkg_info
+    from envgen.refresh.pypi import classifier_pythons, pkg_info
     text = ("Metadata-Version: 2.4\nName: ds\nVersion: 1.0\n"
             "Classifier: Programming Language :: Python :: 3\n"
             "Classifier: Programming Language :: Python :: 3.10\n"
@@ -320,7 +320,7 @@ def test_an_sdists_pkg_info_and_classifier_pythons_are_read(tmp_path):
 @pytest.mark.parametrize("members", [{}, {"a/PKG-INFO": "x", "b/PKG-INFO": "y"},
                                      {"PKG-INFO": "at the top, not in a folder"}])
 def test_an_sdist_without_one_pkg_info_is_refused(tmp_path, members):
-    from envgen.matrix.refresh.pypi import Refused, pkg_info
+    from envgen.refresh.pypi import Refused, pkg_info
     with pytest.raises(Refused, match="PKG-INFO"):
         pkg_info(_sdist(tmp_path, members), "ds-1.0.tar.gz")
     with pytest.raises(Refused, match="not a readable sdist"):
@@ -328,7 +328,7 @@ def test_an_sdist_without_one_pkg_info_is_refused(tmp_path, members):
 
 
 def test_an_sdist_that_does_not_match_the_index_sha256_is_refused(tmp_path, monkeypatch):
-    from envgen.matrix.refresh.pypi import Index, Refused
+    from envgen.refresh.pypi import Index, Refused
     index = Index(cache=tmp_path / "cache")
     data = _sdist(tmp_path, {"ds-1.0/PKG-INFO": "Name: ds\n"})
     monkeypatch.setattr(index, "get", lambda url, **kw: data)
@@ -360,9 +360,10 @@ class _Index:
 
 
 def test_the_extra_an_image_installs_is_read_and_the_others_are_not():
-    from envgen.matrix.refresh.addons import release_row, reader
-    from envgen.matrix.refresh.pypi import Run
     from packaging.version import Version
+
+    from envgen.refresh.addons import reader, release_row
+    from envgen.refresh.pypi import Run
     wheel = {"filename": "nemo_toolkit-3.0.0-py3-none-any.whl", "pure": True,
              "requires-python": ">=3.10", "upload-time": "2026-08-01T00:00:00Z"}
     row = release_row(Run(index=_Index(NEMO_METADATA)), "nemo", Version("3.0.0"), [wheel])

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from services import certified_build, docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]   # no PyTorch layer of its own in CI's cache

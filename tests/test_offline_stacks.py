@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from envgen import closure as cl
 from envgen.cli import main
-from envgen.errors import EnvironmentMissing
+from envgen.core.errors import EnvironmentMissing
 from envgen.matrix import load_matrix
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.resolve import closure as cl
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 M = load_matrix()

@@ -7,10 +7,10 @@ import io
 import json
 from pathlib import Path
 
-from envgen import progress
-from envgen.build_steps import Steps, step_name
-from envgen.certify import check_lines
+from envgen.build.steps import Steps, step_name
+from envgen.certify.docker import check_lines
 from envgen.cli import main
+from envgen.core import progress
 
 # Lines as BuildKit 0.13 printed them for pytorch-cu121 on this project's CI machine.
 BUILDKIT = """\

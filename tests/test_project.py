@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from envgen import project
-from envgen.errors import InputError, MatrixError
-from envgen.lockfile import stack_problems
+from envgen.core.errors import InputError, MatrixError
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.matrix.wire import stack_problems
+from envgen.resolve import project
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOOD = """\
@@ -125,7 +125,7 @@ def test_the_layer_goes_over_the_stack_and_plain_takes_it_off(folder):
     assert over.key == "trainer.pytorch-cu121" and stack.key == "pytorch-cu121"
     assert over.plain() == stack
     assert over.reasons[-1].startswith("project trainer: 1 pip package(s), 2 apt")
-    from envgen.model import Stack
+    from envgen.core.model import Stack
     back = Stack.from_json(over.to_json())   # the label and the lock round-trip
     assert back.project == over.project and back.to_json() == over.to_json()
     assert stack_problems(over.to_json()) == []
@@ -178,7 +178,7 @@ def test_render_puts_the_layer_over_the_plain_stacks_layers(folder, tmp_path_fac
     assert (ctx / "project" / "settings" / "a.yaml").read_text() == "lr: 1\n"
     assert json.loads((ctx / "stack.json").read_text())["project"]["apt"] == ["git", "jq"]
     # a file edited after it was read is not built as something else
-    from envgen.project import copy_files
+    from envgen.resolve.project import copy_files
     layer = project.load(folder / "envgen.yaml").layer
     (folder / "train.py").write_text("print('changed')\n")
     with pytest.raises(InputError, match="changed since"):

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from services import ROOT, docker, remove_own_image
 
 pytestmark = pytest.mark.docker

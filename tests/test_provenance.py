@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from envgen import provenance
-from envgen.errors import InputError
+from envgen.core import provenance
+from envgen.core.errors import InputError
+from envgen.core.model import Closure
 from envgen.matrix import load_matrix
-from envgen.model import Closure
 from envgen.render.views import image_labels
-from envgen.resolve import resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import resolve
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

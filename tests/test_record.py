@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from envgen import record
+from envgen.core import record
 
 
 def make(dc, fld):
@@ -110,5 +110,5 @@ def test_what_record_does_not_do_is_refused():
 def test_canonical_name_is_what_packaging_says(name):
     from packaging.utils import canonicalize_name
 
-    from envgen.model import canonical_name
+    from envgen.core.model import canonical_name
     assert canonical_name(name) == canonicalize_name(name)

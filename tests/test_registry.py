@@ -7,8 +7,8 @@ import pytest
 import requests
 import urllib3
 
-from envgen import registry as reg
-from envgen.errors import CheckFailed, EnvironmentMissing, InputError
+from envgen.core.errors import CheckFailed, EnvironmentMissing, InputError
+from envgen.runtime import registry as reg
 
 DIGEST = "sha256:" + "ab" * 32
 IMAGE_ID = "sha256:" + "1" * 64
@@ -311,6 +311,6 @@ def test_tags_split_as_docker_py_splits_them(ref):
     before the last '/' is a registry port, not a tag)."""
     from docker.utils import parse_repository_tag
 
-    from envgen.registry import split_tag
+    from envgen.core.image import split_tag
     repo, tag = parse_repository_tag(ref)
     assert split_tag(ref) == (repo, tag or "latest")

@@ -10,11 +10,11 @@ import time
 import uuid
 
 import pytest
-
-from envgen import registry as reg
-from envgen.engine import image_or_none
-from envgen.errors import CheckFailed, EnvironmentMissing
 from services import first_daemon_answers, free_port
+
+from envgen.core.errors import CheckFailed, EnvironmentMissing
+from envgen.runtime import registry as reg
+from envgen.runtime.docker import image_or_none
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(not first_daemon_answers(), reason="no Docker daemon answers")]

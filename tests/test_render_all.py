@@ -59,7 +59,7 @@ def test_a_failing_stack_is_named_and_the_others_are_rendered(tmp_path, monkeypa
 
 def test_without_a_resolver_a_stack_with_no_stored_closure_is_named(tmp_path, monkeypatch,
                                                                   capsys):
-    from envgen import closure
+    from envgen.resolve import closure
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(closure, "resolve_closure", lambda *a, **k: pytest.fail("resolved"))
     rc = main(["render", "--all", "--no-resolve", "-o", str(tmp_path / "all"), "--json"])
@@ -79,7 +79,7 @@ def test_all_and_a_spec_or_no_resolve_alone_are_usage_errors(argv, capsys, tmp_p
 
 def test_a_hostile_stack_name_cannot_climb_out_of_dir(tmp_path):
     from envgen.commands.render_all import render_stack
-    from envgen.errors import InputError
+    from envgen.core.errors import InputError
     with pytest.raises(InputError, match="not usable as a folder name"):
         render_stack(None, None, "../../etc", tmp_path)
 

@@ -10,11 +10,11 @@ import shutil
 import pytest
 from closures import use_fake_resolver
 
-from envgen.closure import closure_for
 from envgen.matrix import load_matrix
 from envgen.render import cache, views
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.closure import closure_for
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 M = load_matrix()
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envgen import certs, diff
+from envgen import diff
+from envgen.certs import store as certs
 from envgen.cli import main
 from envgen.matrix import load_matrix
 from envgen.matrix.yamlfile import load_text

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from envgen import certs, diff
+from envgen import diff
+from envgen.certs import store as certs
 from envgen.cli import main
 from envgen.matrix import load_matrix
 

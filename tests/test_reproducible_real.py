@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from services import TAG, docker, envgen, free_build_cache
 
 pytestmark = pytest.mark.docker
@@ -34,7 +33,7 @@ def _empty(host: str) -> None:
 
 
 def test_the_rendered_folder_builds_on_its_own_to_identical_layers(built, tmp_path):
-    from envgen import engine
+    from envgen.runtime import docker as engine
     cli = engine.buildkit_cli()
     if cli is None:
         pytest.skip("no docker CLI that can build with BuildKit")

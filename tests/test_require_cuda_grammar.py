@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from envgen import require_cuda
-from envgen.errors import InputError
+from envgen.core.errors import InputError
+from envgen.resolve import require_cuda
 
 HOST = require_cuda.Host(driver="550.54.15", cuda="12.4", brand="tesla", arch="9.0")
 

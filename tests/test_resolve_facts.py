@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from envgen.cli import main
-from envgen.compat import FORWARD, MINOR, NATIVE, driver_runs, kernels_for
-from envgen.errors import Unsatisfiable
+from envgen.core.errors import Unsatisfiable
+from envgen.core.model import V, Variant
 from envgen.matrix import load_matrix
-from envgen.model import V, Variant
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.compat import FORWARD, MINOR, NATIVE, driver_runs, kernels_for
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 BUNDLED = load_matrix()
 MINI = load_matrix(Path(__file__).parent / "fixtures" / "mini.yaml")

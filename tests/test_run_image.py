@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from envgen.certify import Target
-from envgen.run_profile import NCCL_ENV
 from envgen.cli import main
-from envgen.errors import InputError
-from envgen.gpu_access import GpuPlan
-from envgen.run_image import RunOptions, check_mount, docker_argv
+from envgen.core.errors import InputError
+from envgen.runtime.docker import Target
+from envgen.runtime.gpu_access import GpuPlan
+from envgen.runtime.profile import NCCL_ENV
+from envgen.runtime.run import RunOptions, check_mount, docker_argv
 
 
 def target(**kw):

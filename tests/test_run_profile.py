@@ -7,11 +7,12 @@ import shlex
 import pytest
 import yaml
 
-from envgen import devcontainer, run_profile
-from envgen.certify import Target
 from envgen.cli import main
-from envgen.gpu_access import GpuPlan
-from envgen.run_image import RunOptions, docker_argv
+from envgen.render import devcontainer
+from envgen.runtime import profile as run_profile
+from envgen.runtime.docker import Target
+from envgen.runtime.gpu_access import GpuPlan
+from envgen.runtime.run import RunOptions, docker_argv
 
 HABITS = ["--shm-size", "8g", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
 
@@ -37,8 +38,8 @@ def test_every_way_a_container_starts_carries_the_same_shm_and_ulimits():
 
 def _stack(name):
     from envgen.matrix import load_matrix
-    from envgen.resolve import Host, resolve
-    from envgen.spec import parse_spec
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import Host, resolve
     m = load_matrix()
     return resolve(m, parse_spec(name, m), Host())
 
@@ -56,10 +57,11 @@ def test_the_profile_records_what_a_certificate_keeps():
 
 
 def test_certification_starts_the_payload_with_the_ulimits_and_records_the_profile(matrix):
-    from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report, _stack as st
+    from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report
+    from test_certify_unit import _stack as st
 
-    from envgen.certify import certify
-    from envgen.host import HostGpus
+    from envgen.certify.docker import certify
+    from envgen.runtime.host import HostGpus
     s = st(matrix, "pytorch-cu121")
     c = FakeClient(FakeImage(s, {"NVIDIA_REQUIRE_CUDA": s.require_cuda}),
                    FakeContainer(_report()))
@@ -149,7 +151,7 @@ def test_a_daemon_that_cannot_set_an_rlimit_gets_the_profile_without_it_noted():
     assert "memlock" not in p.to_json()["ulimits"]
     assert "--ulimit memlock=-1" in run_profile.refusal_fix(p)
     assert run_profile.refusal_fix(run_profile.Profile()) is None
-    from envgen import diagnose
+    from envgen.certs import diagnose
     assert diagnose.advice({"run_profile": p.to_json()})[0].startswith(
         "run profile: this host's Docker daemon could not set --ulimit memlock=-1")
 

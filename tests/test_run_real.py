@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from services import ROOT, TAG, docker
 
 pytestmark = pytest.mark.docker

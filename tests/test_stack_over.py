@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from envgen.lockfile import stack_problems
+from envgen.core.model import Stack
 from envgen.matrix import load_matrix
-from envgen.model import Stack
-from envgen.resolve import Host, resolve
-from envgen.spec import parse_spec
+from envgen.matrix.wire import stack_problems
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 M = load_matrix()
 

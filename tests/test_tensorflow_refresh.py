@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from envgen.matrix.refresh import Refused, refresh
-from envgen.matrix.refresh import tensorflow as reader
 from recorded_index import RecordedIndex
+
+from envgen.refresh import Refused, refresh
+from envgen.refresh import tensorflow as reader
 
 BUNDLED = Path(__file__).resolve().parents[1] / "matrices"
 EXACT = {"nvidia-cuda-runtime-cu12": "==12.5.82", "nvidia-cudnn-cu12": "==9.3.0.75",

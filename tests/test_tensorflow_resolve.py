@@ -7,10 +7,10 @@ import json
 import pytest
 
 from envgen.cli import main
-from envgen.errors import Unsatisfiable
+from envgen.core.errors import Unsatisfiable
 from envgen.matrix import load_matrix
-from envgen.resolve import host_from_flags, resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
 
 M = load_matrix()
 

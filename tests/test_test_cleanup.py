@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 import services
 
 TESTS = Path(__file__).resolve().parent

@@ -17,14 +17,16 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from certificates import made
-from envgen import cert_trust, certs, files
-from envgen.cli import main
-from envgen.errors import CheckFailed, InputError
-from envgen.fleet import slurm
 from services import envgen
 from test_fleet import GOOD, fleet_of, passing_result
+
+from envgen.certs import store as certs
+from envgen.certs import trust as cert_trust
+from envgen.cli import main
+from envgen.core import files
+from envgen.core.errors import CheckFailed, InputError
+from envgen.fleet import slurm
 
 ESC = "\x1b"
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"   # sets the reader's clipboard
@@ -344,7 +346,7 @@ def _serve(host: str, handler) -> http.server.HTTPServer:
 def test_refresh_refuses_a_redirect_it_would_refuse_as_a_url(tmp_path, monkeypatch):
     """127.0.0.2 is loopback but not a host refresh takes plain http from: a redirect there
     is checked before it is followed, so the second server never sees a request."""
-    from envgen.matrix.refresh.pypi import Index
+    from envgen.refresh.pypi import Index
     other = type("Other", (_Server,), {"hits": [], "location": ""})
     try:
         target = _serve("127.0.0.2", other)
@@ -388,7 +390,8 @@ def test_envgen_home_naming_a_file_is_said_not_an_empty_store(tmp_path):
 
 
 def test_every_documented_variable_has_a_check():
-    from envgen import cli_help, environ
+    from envgen.commands import help_text as cli_help
+    from envgen.core import environ
     assert set(environ.CHECKS) == set(cli_help.ENVIRONMENT)
 
 
@@ -408,7 +411,8 @@ def test_init_into_a_place_no_file_can_be_is_not_a_bug(tmp_path, where, code):
 def test_a_full_disk_while_writing_an_output_is_exit_3(tmp_path, monkeypatch, capsys):
     def full(*_a, **_k):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "envgen.yaml"))
-    monkeypatch.setattr(files, "write_atomic", full)
+    from envgen.commands import init
+    monkeypatch.setattr(init, "write_atomic", full)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     assert main(["init", "pytorch-cu121", "-o", str(tmp_path / "envgen.yaml")]) == 3
@@ -417,12 +421,12 @@ def test_a_full_disk_while_writing_an_output_is_exit_3(tmp_path, monkeypatch, ca
 
 def test_a_project_pin_the_stack_contradicts_names_its_line(tmp_path, monkeypatch, capsys):
     from envgen.commands._common import load_matrix_for
-    from envgen.resolve import Host, resolve  # noqa: F401 (the stack's own numpy pin)
+    from envgen.resolve.stack import Host, resolve  # noqa: F401 (the stack's own numpy pin)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     m = load_matrix_for(type("A", (), {"matrix": None})())
-    from envgen.spec import parse_spec
-    from envgen.resolve import host_from_flags
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import host_from_flags
     st = resolve(m, parse_spec("pytorch-cu121", m), host_from_flags(m))
     name, version = st.packages[-1]
     (tmp_path / "envgen.yaml").write_text(

@@ -8,16 +8,16 @@ import uuid
 from pathlib import Path
 
 import pytest
+from certificates import made
 from test_lock import FakeClient, FakeImage, entry, image_of
 
-from certificates import made
-from envgen import lock as lk
-from envgen import verify as vf
 from envgen.cli import main
-from envgen.errors import CheckFailed
+from envgen.core.errors import CheckFailed
+from envgen.lock import verify as vf
+from envgen.lock import write as lk
 from envgen.matrix import load_matrix
-from envgen.resolve import resolve
-from envgen.spec import parse_spec
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import resolve
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "mini.yaml"
 PINNED = "sha256:" + "1" * 64
@@ -125,7 +125,7 @@ def _client_or_none():
     if not os.path.exists("/var/run/docker.sock"):
         return None
     try:
-        from envgen import engine
+        from envgen.runtime import docker as engine
         return engine.client()
     except Exception:
         return None
@@ -148,7 +148,7 @@ RUN --mount=type=secret,id=ca \\
 
 
 def _build_tiny(base: str, tag: str, six: str, stack_json: str) -> str:
-    from envgen import engine
+    from envgen.runtime import docker as engine
     cli = engine.buildkit_cli()
     if cli is None:
         pytest.skip("no docker CLI that can build with BuildKit")
@@ -175,8 +175,8 @@ def test_verify_catches_a_package_changed_inside_a_pinned_image(tmp_path, monkey
     base = _local_base(c)
     if base is None:
         pytest.skip("no local envgen/base:debian-bookworm-* image (run `envgen build` once)")
-    from envgen import certs
-    from envgen.engine import remove_image
+    from envgen.certs import store as certs
+    from envgen.runtime.docker import remove_image
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     name = f"verify-test-{uuid.uuid4().hex[:8]}"
     st = stack.replace(stack=name)
@@ -239,7 +239,8 @@ def test_a_zeroed_hash_in_the_lock_is_drift_against_the_closure_in_the_image(sta
               "packages": [{"name": "six", "version": "1.16.0",
                             "hashes": ["sha256:" + "8" * 64]}]}
     c = FakeClient(FakeImage(PINNED, ["t:1"], {}))
-    probe = lambda c, ref: lk.Probe("3.11", {"six": "1.16.0"}, closure=inside)
+    def probe(c, ref):
+        return lk.Probe("3.11", {"six": "1.16.0"}, closure=inside)
     r = vf.verify(c, lock_of(stack, **{"pytorch-cu121": e}), probe=probe,
                   cert_for=lambda i: PASSED)
     assert kinds(r) == ["hash"]
@@ -253,9 +254,9 @@ def test_a_rebuild_from_the_lock_renders_byte_for_byte_what_the_build_rendered(n
     render every file the first build rendered, closure.json included: a stored closure
     whose inputs were written in another key order once gave a teammate's rebuild another
     payload layer."""
-    from envgen.closure import closure_for
-    from envgen.model import Stack
+    from envgen.core.model import Stack
     from envgen.render.views import render_texts
+    from envgen.resolve.closure import closure_for
     m = load_matrix()
     st = resolve(m, parse_spec(name, m))
     cl = closure_for(st, resolve=False)[0]

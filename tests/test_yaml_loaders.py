@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envgen.errors import MatrixError
+from envgen.core.errors import MatrixError
 from envgen.matrix import yamlfile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -65,7 +65,8 @@ if [ ! -x .venv/bin/envgen ] || [ "$(.venv/bin/envgen --version 2>/dev/null)" !=
   .venv/bin/pip install -q -e '.[test]'
 fi
 # a venv made before check-jsonschema joined the test extra
-[ -x .venv/bin/check-jsonschema ] || .venv/bin/pip install -q -e '.[test]'
+[ -x .venv/bin/check-jsonschema ] && [ -x .venv/bin/ruff ] && .venv/bin/python -c 'import xdist' 2>/dev/null \
+  || .venv/bin/pip install -q -e '.[test]'
 # actionlint (a wheel of its own, the actionlint extra) is tried once per venv
 if [ ! -x .venv/bin/actionlint ] && [ ! -e .venv/.no-actionlint ]; then
   .venv/bin/pip install -q -e '.[actionlint]' >/dev/null 2>&1 || { touch .venv/.no-actionlint

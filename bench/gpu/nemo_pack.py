@@ -24,9 +24,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from envgen.closure import uv_binary
-from envgen.errors import EnvironmentMissing
-from envgen.model import canonical_name
+from envgen.core.errors import EnvironmentMissing
+from envgen.core.model import canonical_name
+from envgen.resolve.closure import uv_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")

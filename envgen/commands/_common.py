@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 import sys
 
-
 _REPORTERS: dict[str, object] = {}
 
 
 def progress_for(args):
     """The progress reporter `--progress` asks for (stderr; stdout stays the result). One
     per process and mode, closed by the CLI when the command ends."""
-    from .. import progress as p
+    from ..core import progress as p
     mode = getattr(args, "progress", None) or "auto"
     if mode not in _REPORTERS:
         _REPORTERS[mode] = p.reporter(mode)
@@ -57,7 +56,7 @@ def print_failed(checks: list[dict]) -> None:
 def print_certificate(cert: dict) -> None:
     """The one-line verdict and a line per thing to change on stdout, each failed check on
     stderr."""
-    from ..diagnose import advice
+    from ..certs.diagnose import advice
     print(cert_line(cert))
     for line in advice(cert):
         print(f"  change: {line}")
@@ -95,20 +94,16 @@ def table(rows: list[list], header: list[str], width: int | None = None) -> str:
 
 def load_matrix_for(args):
     """The matrix named by --matrix or ENVGEN_MATRIX, else the bundled one."""
-    import os
-
-    from ..matrix import load_matrix
-    return load_matrix(getattr(args, "matrix", None) or os.environ.get("ENVGEN_MATRIX")
-                       or None)
+    from ..resolve.request import load
+    return load(getattr(args, "matrix", None))
 
 
 def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
     """What a typed IMAGE|SPEC names: (it as an image reference, the tag `envgen build`
     gives it as a spec), each None when it is not one; InputError when it is neither.
     Needs no daemon."""
-    from ..build import default_tag
-    from ..errors import EnvgenError, InputError, shown
-    from ..registry import parse_image_ref
+    from ..core.errors import EnvgenError, InputError, shown
+    from ..core.image import default_tag, parse_image_ref
     as_ref = as_spec = not_ref = None
     if text is None:   # no IMAGE|SPEC: the project file's stack
         return None, default_tag(resolve_for(args, matrix))
@@ -126,66 +121,28 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
 
 
 def resolve_for(args, matrix=None, spec_text=None):
-    """Resolve args.spec (or spec_text) with the host flags args carries. The project file
-    of the folder (envgen.yaml) gives the spec when none is named, and its layer goes over
-    the stack only then, or when the named spec resolves to the project's own stack: a SPEC
-    that names another stack means that stack, as it is. Either way the output says so."""
-    from .. import project
-    from ..errors import InputError
-    from ..resolve import resolve
-    from ..spec import parse_spec
-    proj = project.current()
+    """Resolve args.spec (or spec_text) with the host flags args carries, as
+    resolve/request.py does for every caller; whether envgen.yaml is in play is said once
+    per project file and process, on stderr."""
+    from ..resolve.request import resolve
     text = getattr(args, "spec", None) if spec_text is None else spec_text
-    named = text is not None
-    if not named:
-        if proj is None:
-            raise InputError(f"no SPEC given and no {project.FILE} in this folder; name a "
-                             f"stack (`envgen matrix list`) or write the file with "
-                             f"`envgen init STACK`")
-        text = proj.spec
     m = matrix or load_matrix_for(args)
-    host = host_for(args, m)
-    stack = resolve(m, parse_spec(text, m), host)
-    if proj is None:
-        return stack
-    own = not named or text.strip() == proj.spec or _same_stack(
-        stack, resolve(m, parse_spec(proj.spec, m), host))
-    _say_project(args, proj, stack.stack, own, text)
-    return project.apply(stack, proj.layer) if own else stack
+    return resolve(m, text, host_for(args, m), note=lambda msg: _say_once(args, msg))
 
 
 def host_for(args, matrix):
-    """The host constraints the flags args carries give (--driver, --gpu, --cc, --python,
-    --sources or ENVGEN_SOURCES)."""
-    import os
-
-    from ..resolve import host_from_flags
-    return host_from_flags(matrix, driver=getattr(args, "driver", None),
-                           gpu=getattr(args, "gpu", None), cc=getattr(args, "cc", None),
-                           python=getattr(args, "python", None),
-                           sources=getattr(args, "sources", None)
-                           or os.environ.get("ENVGEN_SOURCES"))
-
-
-def _same_stack(a, b) -> bool:
-    return a.replace(reasons=()) == b.replace(reasons=())
+    """The host constraints the flags args carries give."""
+    from ..resolve.request import host
+    return host(matrix, driver=getattr(args, "driver", None), gpu=getattr(args, "gpu", None),
+                cc=getattr(args, "cc", None), python=getattr(args, "python", None),
+                sources=getattr(args, "sources", None))
 
 
 _SAID: set = set()
 
 
-def _say_project(args, proj, stack: str, applied: bool, text: str) -> None:
-    """One line on stderr, once per project file and process, whether ./envgen.yaml is in
-    play: a team's layer in an image must never be a surprise, nor its absence."""
-    from ..errors import shown
-    key = (str(proj.path), applied)
-    if key in _SAID:
-        return
-    _SAID.add(key)
-    if applied:
-        progress_for(args)(f"{proj.path.name}: project {proj.layer.name} goes over {stack} "
-                           f"(image envgen/{proj.layer.name}); a SPEC naming another stack "
-                           f"leaves it out")
-    else:
-        progress_for(args)(f"{proj.path.name} (project {proj.layer.name} over {proj.spec}) "
-                           f"left out: {shown(text)} names another stack")
+def _say_once(args, msg: str) -> None:
+    """A team's layer in an image must never be a surprise, nor its absence: one line."""
+    if msg not in _SAID:
+        _SAID.add(msg)
+        progress_for(args)(msg)

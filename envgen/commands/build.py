@@ -1,11 +1,10 @@
 """`envgen build SPEC [--certify]`."""
 from __future__ import annotations
 
-
-from .. import engine
-from ..build import build, default_tag, tag_image
-from ..errors import CheckFailed
-from ..registry import parse_tagged
+from ..build.buildkit import build, tag_image
+from ..core.errors import CheckFailed
+from ..core.image import default_tag, parse_tagged
+from ..runtime import docker as engine
 from ._common import load_matrix_for, out_json, print_certificate, progress_for, resolve_for
 
 

@@ -1,10 +1,13 @@
 """`envgen certify IMAGE|SPEC`."""
 from __future__ import annotations
 
-from .. import certs, engine, host, state
-from ..certify import certify, gpu_indices
-from ..errors import CheckFailed, EnvironmentMissing
-from ..gpu_access import check_gpus
+from ..certify.docker import certify, gpu_indices
+from ..certs import store as certs
+from ..core import home as state
+from ..core.errors import CheckFailed, EnvironmentMissing
+from ..runtime import docker as engine
+from ..runtime import host
+from ..runtime.gpu_access import check_gpus
 from ._common import load_matrix_for, out_json, print_certificate, progress_for, ref_or_spec
 
 
@@ -61,7 +64,7 @@ def is_sif(target: str | None) -> bool:
 
 
 def run_sif(args, hg) -> int:
-    from ..certify_sif import certify_sif
+    from ..certify.apptainer import certify_sif
     cert = certify_sif(args.target, hg, gpus=args.gpus, timeout=args.timeout,
                        steps=args.steps, progress=progress_for(args))
     return report(args, store(cert), args.target)
@@ -84,7 +87,7 @@ def run(args) -> int:
     hg = check_inputs(args)
     if is_sif(args.target):
         if args.multi_gpu:
-            from ..errors import InputError
+            from ..core.errors import InputError
             raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
         return run_sif(args, hg)
     m = load_matrix_for(args)

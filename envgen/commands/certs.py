@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import certs
-from ..errors import EnvironmentMissing
+from ..certs import store as certs
+from ..core.errors import EnvironmentMissing
 from ._common import out_json, table
 
 
@@ -36,7 +36,7 @@ def _show(cert: dict) -> None:
 def _labels_reader():
     """labels_of(image_id) on this daemon, and whether one answered: without a daemon the
     certificates' images are not compared (the import says so)."""
-    from .. import engine
+    from ..runtime import docker as engine
     try:
         c = engine.client()
     except EnvironmentMissing:
@@ -49,13 +49,13 @@ def _labels_reader():
 
 
 def _lock(args):
-    from ..lockfile import read_lock
+    from ..lock.read import read_lock
     name = args.lock or ("envgen.lock" if Path("envgen.lock").is_file() else None)
     return (read_lock(name), name) if name else (None, None)
 
 
 def _take(args) -> int:
-    from ..cert_import import run_import, store_folder
+    from ..certs.importing import run_import, store_folder
     certs.check_writable()
     names = args.inputs
     if args.action == "merge":

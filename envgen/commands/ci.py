@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import ci
-from ..errors import InputError
+from ..core.errors import InputError
+from ..render import ci
 from ._common import load_matrix_for, resolve_for
 
 
@@ -49,9 +49,9 @@ def _warn_unhashed(source: str) -> None:
 
 
 def _devcontainer(args) -> int:
-    from .. import devcontainer as dc
-    from ..build import default_tag
-    from ..lockfile import read_lock
+    from ..core.image import default_tag
+    from ..lock.read import read_lock
+    from ..render import devcontainer as dc
     if len(args.specs) != 1:
         raise InputError(f"`ci devcontainer` takes exactly one SPEC (the stack to develop "
                          f"in), not {len(args.specs)}")

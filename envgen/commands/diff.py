@@ -9,9 +9,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .. import certs
 from .. import diff as d
-from ..errors import InputError
+from ..certs import store as certs
+from ..core.errors import InputError
 from ..matrix import load_matrix
 from ..matrix.yamlfile import load_file
 from ._common import load_matrix_for, out_json, table

@@ -1,8 +1,8 @@
 """`envgen doctor`: print the report; exit 3 (environment missing) without a GPU or Docker."""
 from __future__ import annotations
 
+from ..core.errors import EnvironmentMissing
 from ..doctor import doctor
-from ..errors import EnvironmentMissing
 from ._common import load_matrix_for, out_json, table
 
 
@@ -37,8 +37,8 @@ def _print(r: dict) -> None:
 
 def image_advice(image: str) -> dict:
     """What the image's stored certificate says to change (diagnose.advice)."""
-    from .. import certs
-    from ..diagnose import advice
+    from ..certs import store as certs
+    from ..certs.diagnose import advice
     cert = certs.find(image)
     return {"image": image, "image_id": cert["image_id"], "certified": cert.get("created"),
             "passed": cert["passed"], "run_profile": cert.get("run_profile"),

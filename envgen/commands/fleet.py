@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CheckFailed, InputError
+from ..core.errors import CheckFailed, InputError
 from ._common import load_matrix_for, out_json, table
 
 

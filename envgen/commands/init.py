@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import project
-from ..errors import InputError
-from ..files import write_atomic
+from ..core.errors import InputError
+from ..core.files import write_atomic
+from ..resolve import project
 from ._common import load_matrix_for, out_json
 
 # The stack of `make demo`: its closure is bundled (`envgen matrix list`), so a new project
@@ -19,8 +19,8 @@ def run(args) -> int:
     if (path.exists() or path.is_symlink()) and not args.force:
         raise InputError(f"{path} exists; edit it, or pass --force to write a new one")
     m = load_matrix_for(args)
-    from ..resolve import resolve, host_from_flags
-    from ..spec import parse_spec
+    from ..resolve.spec import parse_spec
+    from ..resolve.stack import host_from_flags, resolve
     spec = args.spec or DEFAULT_STACK
     stack = resolve(m, parse_spec(spec, m), host_from_flags(m))   # refuses a spec now
     name = args.name or re.sub(r"[^a-z0-9._-]+", "-", Path.cwd().name.lower()).strip("-._")

@@ -4,16 +4,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import engine
-from .. import lock as lk
-from ..errors import CheckFailed, InputError
+from ..core.errors import CheckFailed, InputError
+from ..lock import write as lk
+from ..runtime import docker as engine
 from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
 
 
 def _wanted(args, m) -> list[tuple[str, str | None, str | None]]:
     """Each named SPEC|IMAGE with what it names (`ref_or_spec`), checked before any daemon."""
     if not args.specs:   # in a project's folder: its image; elsewhere every certified one
-        from ..project import current
+        from ..resolve.project import current
         proj = current()
         return [(proj.spec, *ref_or_spec(args, m, None))] if proj else []
     return [(spec, *ref_or_spec(args, m, spec)) for spec in args.specs]
@@ -45,7 +45,8 @@ def _refs(args, c, wanted) -> tuple[list[str], list]:
 
 def _push(c, name: str, entry: dict, repository: str, progress) -> None:
     """Push a certified image and pin its manifest digest in the entry."""
-    from ..registry import push, split_tag
+    from ..core.image import split_tag
+    from ..runtime.registry import push
     cert = entry.get("certificate")
     if not cert or not cert.get("passed") or cert.get("image_id") != entry["image"]["id"]:
         raise CheckFailed(f"{name}: {entry['image']['id'][:19]} has no passing certificate; "
@@ -64,7 +65,7 @@ def run(args) -> int:
     for path in args.merge or ():
         entries.update(lk.read_lock(path)["stacks"])
     if args.push:
-        from ..registry import parse_repository
+        from ..core.image import parse_repository
         parse_repository(args.push)
     if args.specs or not args.merge:
         wanted = _wanted(args, m)

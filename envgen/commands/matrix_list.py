@@ -3,20 +3,20 @@ and whether its closure ships with envgen (then it renders with no index at all 
 from PyPI's files alone; the others resolve theirs from their index on first use)."""
 from __future__ import annotations
 
-from ..errors import Unsatisfiable
+from ..core.errors import Unsatisfiable
 from ._common import host_for, load_matrix_for, out_json, table
 
 
 def bundled(stack) -> bool:
     """Whether envgen ships the closure of exactly this stack."""
-    from ..closure import find
+    from ..resolve.closure import find
     found = find(stack)
     return found is not None and found[1].startswith("bundled closure")
 
 
 def rows(args) -> list[dict]:
-    from ..resolve import resolve
-    from ..spec import parse_spec
+    from ..resolve.spec import parse_spec
+    from ..resolve.stack import resolve
     m = load_matrix_for(args)
     host = host_for(args, m)
     out = []

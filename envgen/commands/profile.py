@@ -2,8 +2,10 @@
 certification uses, written out for the place the image will run."""
 from __future__ import annotations
 
-from .. import engine, gpu_access, run_profile
-from ..errors import EnvgenError
+from ..core.errors import EnvgenError
+from ..runtime import docker as engine
+from ..runtime import gpu_access
+from ..runtime import profile as run_profile
 from ._common import load_matrix_for, out_json, ref_or_spec, resolve_for
 
 IMAGE_USER = "envgen"   # templates/Dockerfile.j2 ends with `USER envgen`
@@ -15,7 +17,7 @@ def _image(args, m) -> tuple[str, bool, str, str]:
     as_ref, as_spec = ref_or_spec(args, m, args.target)
     if as_ref is not None:
         try:
-            from ..certify import inspect_target
+            from ..runtime.docker import inspect_target
             c = engine.client()
             if engine.image_or_none(c, as_ref) is not None or as_spec is None:
                 t = inspect_target(c, as_ref)

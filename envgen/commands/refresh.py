@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import EnvgenError, InputError
+from ..core.errors import EnvgenError, InputError
 from ._common import out_json, progress_for
 
 ORDER = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "nemo", "jax",
@@ -56,14 +56,14 @@ def _summary(r: dict) -> list[str]:
 
 def run(args) -> int:
     from ..matrix import load_matrix
-    from ..matrix.refresh import READERS, refresh
-    from ..matrix.refresh.closures import refresh_closures
+    from ..refresh import READERS, refresh
+    from ..refresh.closures import refresh_closures
     names = list(dict.fromkeys(args.readers)) or list(ORDER)
     unknown = [n for n in names if n not in ORDER]
     if unknown:
         raise InputError(f"no reader named {unknown[0][:40]!r}; readers: {', '.join(ORDER)}")
     folder = target_folder(args)
-    from ..matrix.refresh.pypi import check_url
+    from ..refresh.pypi import check_url
     check_url(args.index_url, "--index-url")   # before it is printed or followed
     progress = progress_for(args)
     results = []

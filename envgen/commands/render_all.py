@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import EnvgenError, InputError, shown
+from ..core.errors import EnvgenError, InputError, shown
 from ._common import load_matrix_for, out_json, progress_for, resolve_for
 
 # A stack's folder under DIR: its name, which the matrix's schema already limits; checked
@@ -22,8 +22,8 @@ FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 def render_stack(args, matrix, name: str, out: Path) -> dict:
     """Render one stack into out/name, as `envgen render` does; its --json entry."""
-    from ..closure import closure_for
-    from ..context import write_context
+    from ..build.context import write_context
+    from ..resolve.closure import closure_for
     if not FOLDER.fullmatch(name) or ".." in name:
         raise InputError(f"the matrix names a stack {shown(name)} that is not usable as a "
                          f"folder name")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import certs
+from ..certs import store as certs
+from ..core.errors import EnvironmentMissing, InputError
+from ..core.files import write_atomic, write_json
 from ..diff import parse_fleet, resolve_all
-from ..errors import EnvironmentMissing, InputError
-from ..files import write_atomic, write_json
 from ..matrix.yamlfile import load_file
 from ..report import build_report, render_page
 from ._common import load_matrix_for, out_json

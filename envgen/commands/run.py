@@ -6,13 +6,14 @@ import re
 import shutil
 import sys
 
-from .. import engine, gpu_access, host
-from ..certify import gpu_indices, inspect_target, preflight
-from ..errors import EnvironmentMissing, InputError
-from ..run_image import RunOptions, check_mount, docker_argv, shown
+from ..certify.docker import gpu_indices, preflight
+from ..core.errors import EnvironmentMissing, InputError
+from ..runtime import docker as engine
+from ..runtime import gpu_access, host
+from ..runtime.docker import inspect_target
+from ..runtime.run import RunOptions, check_mount, docker_argv, shown
 from ._common import close_progress, load_matrix_for, progress_for, ref_or_spec
 from .certify import _target
-
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")   # ASCII: what every shell takes
 
@@ -42,8 +43,8 @@ def _split(args, argv: list[str]) -> tuple[str | None, list[str]]:
 def _refused_ulimits(c, target, plan) -> tuple[str, ...]:
     """The run profile's ulimits this daemon cannot set, found by starting the image once
     with them (a second or so); the command then starts without those, and says so."""
-    from .. import run_profile
-    from ..engine import run_to_end
+    from ..runtime import profile as run_profile
+    from ..runtime.docker import run_to_end
     profile = run_profile.for_container(plan, target.user, target.env)
     profile, _ = run_profile.settle(profile, lambda p: run_to_end(
         c, target.image_id, ["python", "-c", "pass"], 60, labels={"io.envgen.run": "1"},

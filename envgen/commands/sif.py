@@ -1,8 +1,8 @@
 """`envgen sif IMAGE|SPEC -o FILE.sif`: the SIF of a built image, for HPC sites."""
 from __future__ import annotations
 
-from .. import engine
-from ..sif import make_sif
+from ..runtime import docker as engine
+from ..runtime.sif import make_sif
 from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
 
 

@@ -5,8 +5,8 @@ import json
 import subprocess
 import sys
 
-from ..context import SMOKE_DIR
-from ..errors import CheckFailed, EnvironmentMissing
+from ..build.context import SMOKE_DIR
+from ..core.errors import CheckFailed, EnvironmentMissing
 from ._common import print_failed
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from .. import engine
-from ..errors import CheckFailed
-from ..lock import read_lock
-from ..verify import verify
+from ..core.errors import CheckFailed
+from ..lock.verify import verify
+from ..lock.write import read_lock
+from ..runtime import docker as engine
 from ._common import out_json, progress_for
 
 
@@ -17,7 +17,7 @@ def run(args) -> int:
     quiet = progress_for(args)
     rebuild = None
     if args.rebuild:
-        from ..build import build
+        from ..build.buildkit import build
 
         def rebuild(stack, tag, closure):
             quiet(f"rebuilding {stack.stack} from the lock as {tag}")
@@ -25,7 +25,7 @@ def run(args) -> int:
             return res.image_id, res.layers
     pull = None
     if not args.no_pull:
-        from ..registry import pull as registry_pull
+        from ..runtime.registry import pull as registry_pull
 
         def pull(client, ref):
             quiet(f"pulling {ref}")

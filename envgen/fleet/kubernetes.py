@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from .. import __version__
-from ..certify import payload_command
-from ..run_profile import NCCL_ENV, SHM_SIZE
-from ..certs import profile_of
+from ..certify.docker import payload_command
+from ..certs.store import profile_of
+from ..runtime.profile import NCCL_ENV, SHM_SIZE
 from .spec import Fleet, Task
 
 UID = 65534   # nobody, as certification runs an image whose user is root
@@ -27,7 +27,7 @@ def image_of(task: Task, images: dict) -> tuple[str, str, list[str]]:
     """(the reference the pod pulls, the image ID, its tags) for a task. `images` maps each
     reference to (ID, repo digests, tags) as the local daemon knows it; a repo digest pins
     the pull when the image was pushed."""
-    from ..build import default_tag
+    from ..core.image import default_tag
     ref = task.stack.image or default_tag(task.resolved)
     image_id, digests, tags = images[ref]
     return (digests[0] if digests else ref), image_id, list(tags)
@@ -92,9 +92,9 @@ def manifest(task: Task, images: dict) -> dict:
 def local_images(fleet: Fleet) -> dict:
     """Each image the tasks name, as this Docker daemon knows it (its ID goes into the
     certificate); an image that is not there is refused by certify's own sentence."""
-    from .. import engine
-    from ..build import default_tag
-    from ..certify import inspect_target
+    from ..core.image import default_tag
+    from ..runtime import docker as engine
+    from ..runtime.docker import inspect_target
     c = engine.client()
     out = {}
     for t in fleet.tasks():
@@ -106,7 +106,7 @@ def local_images(fleet: Fleet) -> dict:
 
 
 def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
-    from ..files import write_atomic
+    from ..core.files import write_atomic
     images = local_images(fleet) if images is None else images
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import CheckFailed, EnvironmentMissing, InputError, shown
+from ..core.errors import CheckFailed, EnvironmentMissing, InputError, shown
 from .spec import Fleet
 
 # the output folder and Python's path land in #SBATCH lines and the script: plain paths only
@@ -44,7 +44,7 @@ def task_table(fleet: Fleet, engine: str) -> list[dict]:
 
 def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
     """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target."""
-    from ..files import write_atomic
+    from ..core.files import write_atomic
     if engine == "apptainer":   # each task certifies a SIF on the shared file system
         bare = next((s for s in fleet.stacks if not s.sif), None)
         if bare is not None:
@@ -178,7 +178,7 @@ def _read_json(path: Path, default, schema: dict):
     be read; `default` when it does not exist."""
     from jsonschema import Draft202012Validator
 
-    from ..files import read_regular
+    from ..core.files import read_regular
     try:
         doc = json.loads(read_regular(path, MAX_STATE, "fleet state file"))
     except FileNotFoundError:
@@ -216,7 +216,7 @@ def submissions(folder: Path) -> list[dict]:
 
 
 def record(folder: Path, entries: list[dict]) -> None:
-    from ..files import write_atomic
+    from ..core.files import write_atomic
     doc = {"submissions": submissions(folder) + entries}
     write_atomic(folder / SUBMITTED, json.dumps(doc, indent=2) + "\n")
 
@@ -299,7 +299,7 @@ def _result(folder: Path, index: int, job_id: str | None) -> tuple[dict | None, 
     none. A file an earlier submission left is not this one's. The file comes from the job
     on a shared file system: read bounded, as a regular file only (a FIFO or a link to a
     device is refused, not waited on)."""
-    from ..files import read_regular
+    from ..core.files import read_regular
     from .task import result_name
     if job_id is None:
         return None, None
@@ -321,7 +321,7 @@ def _result(folder: Path, index: int, job_id: str | None) -> tuple[dict | None, 
 def _judged(cert: dict, task: dict) -> str | None:
     """Why a task's result may not count (cert_trust's judgement of every door, and the
     task's own stack), or None."""
-    from ..cert_trust import intrinsic_problem
+    from ..certs.trust import intrinsic_problem
     why = intrinsic_problem(cert)
     if why:
         return why
@@ -387,7 +387,7 @@ def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
 def store_passed(folder: Path, rows: list[dict]) -> list[str]:
     """Copy each passing certificate into the local store (certs.store, which judges it
     again). A store that fails (a full disk) is exit 3, naming what was stored."""
-    from .. import certs
+    from ..certs import store as certs
     stored = []
     for row in rows:
         if row["verdict"] != "passed":

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EnvgenError, InputError, MatrixError, shown
+from ..core.errors import EnvgenError, InputError, MatrixError, shown
 
 NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # Slurm partition names: letters, digits, _ . - (never a leading '-': no option injection)
@@ -188,7 +188,7 @@ def _target(t, at, problems, products, seen) -> Target | None:
 
 
 def _stack(s, at, problems) -> FleetStack | None:
-    from ..registry import parse_image_ref
+    from ..core.image import parse_image_ref
     if isinstance(s, dict):
         for extra in sorted(set(s) - STACK_KEYS):
             problems.append((_line(s, extra, at), f"unknown key {shown(extra)} (a stack is a "
@@ -294,10 +294,8 @@ def load(path: str, matrix=None, resolve_one=None) -> Fleet:
 def default_resolver(matrix):
     """resolve(spec, gpu) as every SPEC-taking command resolves (the folder's envgen.yaml
     layer included), on the target's GPU when it names one."""
-    from types import SimpleNamespace
-
-    from ..commands._common import resolve_for
+    from ..resolve.request import host, resolve
 
     def resolve_one(spec: str, gpu: str | None):
-        return resolve_for(SimpleNamespace(gpu=gpu), matrix, spec)
+        return resolve(matrix, spec, host(matrix, gpu=gpu))
     return resolve_one

@@ -12,7 +12,8 @@ import pickle
 import stat
 from pathlib import Path
 
-from .. import __version__, state
+from .. import __version__
+from ..core import home as state
 
 KEEP = 8   # matrices kept, the most recently used
 
@@ -21,12 +22,12 @@ def code_files() -> list[Path]:
     """The code a cached matrix depends on: the rules that validated it (matrix/*.py) and
     the classes it is made of (model.py): a pickle of an older class is stale too."""
     here = Path(__file__).parent
-    return [*sorted(here.glob("*.py")), here.parent / "model.py"]
+    return [*sorted(here.glob("*.py")), here.parent / "core" / "model.py"]
 
 
 def key_of(files: list[Path]) -> str | None:
-    from ..errors import InputError
-    from ..files import read_regular
+    from ..core.errors import InputError
+    from ..core.files import read_regular
     from .yamlfile import MAX_BYTES
     h = hashlib.sha256(__version__.encode() + b"\0")
     for code in code_files():

@@ -7,10 +7,22 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
-from ..errors import MatrixError
-from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
-                     Framework, FrameworkRelease, Gpu, GpuArchitecture, Library, Variant,
-                     WheelSource)
+from ..core.errors import MatrixError
+from ..core.model import (
+    BaseImage,
+    CudaMajor,
+    CudaRelease,
+    DriverBranch,
+    ForwardCompat,
+    Framework,
+    FrameworkRelease,
+    Gpu,
+    GpuArchitecture,
+    Library,
+    V,
+    Variant,
+    WheelSource,
+)
 from .table import Matrix
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data" / "matrices"
@@ -51,7 +63,7 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     cached = cache.get(key)
     if cached is not None:
         return cached
-    from .schema import SECTIONS, validate   # not needed for a cached matrix: lazily
+    from .schema import SECTIONS, validate  # not needed for a cached matrix: lazily
     from .yamlfile import load_file
     digest = hashlib.sha256()
     problems: list[MatrixError] = []

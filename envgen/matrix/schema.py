@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ..errors import MatrixError
+from ..core.errors import MatrixError
 
 # Patterns double as the injection guard: nothing that reaches a template can carry a
 # quote, a space, a `$`, a `;` or a newline.
@@ -200,8 +200,7 @@ def canonical_license(value: str) -> str | None:
     if not isinstance(value, str) or not re.fullmatch(LICENSE["pattern"], value):
         return None
     try:
-        from packaging.licenses import (InvalidLicenseExpression,
-                                        canonicalize_license_expression)
+        from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
     except ImportError:
         return value
     try:

@@ -1,7 +1,7 @@
 """Rows for `envgen matrix show SECTION`."""
 from __future__ import annotations
 
-from ..model import V
+from ..core.model import V
 from .table import Matrix
 
 

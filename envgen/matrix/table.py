@@ -1,10 +1,21 @@
 """The loaded matrix: lists of domain objects and the lookups the decisions need."""
 from __future__ import annotations
 
-from ..model import (V, BaseImage, CudaMajor, CudaRelease, DriverBranch, ForwardCompat,
-                     Framework, FrameworkRelease, Gpu, GpuArchitecture, Library,
-                     WheelSource)
-from ..record import dataclass, field
+from ..core.model import (
+    BaseImage,
+    CudaMajor,
+    CudaRelease,
+    DriverBranch,
+    ForwardCompat,
+    Framework,
+    FrameworkRelease,
+    Gpu,
+    GpuArchitecture,
+    Library,
+    V,
+    WheelSource,
+)
+from ..core.record import dataclass, field
 
 
 @dataclass
@@ -102,7 +113,7 @@ class Matrix:
             if not f.builds_on:
                 continue
             base = self.framework(f.builds_on).package
-            from packaging.specifiers import SpecifierSet   # only where a name is listed
+            from packaging.specifiers import SpecifierSet  # only where a name is listed
             ranges = [SpecifierSet(dict(r.requires).get(base, ""))
                       for r in self.releases if r.framework == f.name]
             # a variant only where one of its releases admits a base release of that variant

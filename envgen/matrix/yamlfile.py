@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import MatrixError
+from ..core.errors import MatrixError
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -143,8 +143,8 @@ def load_text(text: str, name: str):
 def read_text(path: Path, name: str | None = None) -> str:
     """Read a file as strict UTF-8, naming the line of the first bad byte."""
     name = name or str(path)
-    from ..errors import InputError
-    from ..files import read_regular
+    from ..core.errors import InputError
+    from ..core.files import read_regular
     try:
         data = read_regular(path, MAX_BYTES)
     except OSError as e:

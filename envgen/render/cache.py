@@ -18,7 +18,7 @@ from pathlib import Path
 
 KEEP = 400
 # The code whose change changes a render of the same views (templates are hashed apart).
-CODE = ("env.py", "views.py", "cache.py", "../model.py", "../record.py", "../__init__.py")
+CODE = ("env.py", "views.py", "cache.py", "../core/model.py", "../core/record.py", "../__init__.py")
 
 
 class Uncacheable(Exception):
@@ -86,7 +86,7 @@ def folder() -> Path | None:
     if os.environ.get("ENVGEN_NO_CACHE"):
         return None
     try:
-        from .. import state
+        from ..core import home as state
         d = state.home() / "cache" / "render"
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
     except Exception:   # no usable ENVGEN_HOME: render without the cache

@@ -97,7 +97,7 @@ def _bytecode_cache():
     if os.environ.get("ENVGEN_NO_CACHE"):
         return None
     try:
-        from .. import state
+        from ..core import home as state
         folder = state.home() / "cache" / "templates"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     except Exception:   # no usable ENVGEN_HOME: render without the cache

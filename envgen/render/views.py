@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__, provenance
-from ..model import (APP_DIR, LOCAL_BASE_PACKAGES, BaseImage, Closure, Pin, Stack,
-                     canonical_name)
-from ..model import requirement  # noqa: F401 (the CLI prints pins with it)
+from .. import __version__
+from ..core import provenance
+from ..core.image import PAYLOAD_DIR, UID
+from ..core.model import (
+    APP_DIR,
+    LOCAL_BASE_PACKAGES,
+    BaseImage,
+    Closure,
+    Pin,
+    Stack,
+    canonical_name,
+    requirement,  # noqa: F401 (the CLI prints pins with it)
+)
 from ..smoke import payload_files
 from . import cache
 from .env import environment, template_dir
 
-UID = 10001  # not 1000: vendor bases (Ubuntu 24.04) already use it
-PAYLOAD_DIR = "/opt/envgen"
 PIP_CACHE = "/root/.cache/pip"
 # The files a hash-pinned step installs, kept in the cache mount by name: `pip download
 # --dest` reuses a file there whose sha256 is the pin's (and fetches it again if not), then
@@ -82,7 +89,7 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     provided = {n.lower() for n, _ in stack.base.provides}
     full = closure
     if stack.project is not None:   # the plain stack's pins layer as in the plain image
-        from ..closure import closure_for
+        from ..resolve.closure import closure_for
         stack, closure = stack.plain(), closure_for(stack.plain(), resolve=False)[0]
     own = {p.requirement for p in closure.pins}
     base_pins = set(closure.inputs.get("constraints") or ()) if stack.builds_on else set()

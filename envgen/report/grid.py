@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 
 from .. import __version__
-from ..compat import FORWARD, MINOR, NATIVE, kernels_for
+from ..core.model import Gpu, Stack, V
 from ..diff import CAVEATS, FleetHost, branch, fleet_report, verdict
 from ..matrix import Matrix
-from ..model import V, Gpu, Stack
+from ..resolve.compat import FORWARD, MINOR, NATIVE, kernels_for
 
 # A cell's state: its symbol, the short word in the cell, and the legend's sentence.
 STATES = {
@@ -74,8 +74,8 @@ def certificate_file(cert: dict, taken: set[str]) -> str:
     """The name a certificate is copied under: as the store names it (image ID, the run
     profile when it has one, the GPUs and driver when it ran on any: certs.file_name),
     made safe and unique; the store checked the image ID."""
-    from .. import certs
-    from ..errors import InputError
+    from ..certs import store as certs
+    from ..core.errors import InputError
     try:
         name = certs.file_name(cert).removesuffix(".json")
     except InputError:   # a profile that names no file: its hash instead
@@ -192,8 +192,8 @@ def _view(m: Matrix, stacks: dict[str, Stack], cols: list[dict], gpu: Gpu | None
 def placements(cert_rows: list[dict], runs: dict | None = None) -> dict:
     """The store's matrix (cert_view.certified_matrix) as the page shows it: each cell
     with its text, its hover and the copy it links to."""
-    from .. import certs
-    from ..cert_view import certified_matrix
+    from ..certs import store as certs
+    from ..certs.view import certified_matrix
     file_of = {certs.key_of(r["cert"]): r["file"] for r in reversed(cert_rows)}
     mx = certified_matrix([r["cert"] for r in cert_rows], runs)
     cols = [{"id": c["id"], "label": _text(c["label"], 120)} for c in mx["columns"]]

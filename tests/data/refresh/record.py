@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from packaging.utils import parse_wheel_filename  # noqa: E402
 
-from envgen.matrix.refresh.pypi import Index  # noqa: E402
+from envgen.refresh.pypi import Index  # noqa: E402
 
 KEEP = {"torch": {"2.4.1", "2.5.1", "2.6.0"}, "torchvision": {"0.19.1", "0.20.1", "0.21.0"},
         "torchaudio": {"2.4.1", "2.5.1", "2.6.0"},
@@ -47,8 +47,9 @@ FIELDS = ("filename", "size", "upload-time", "requires-python", "yanked", "hashe
 def dependency_pages(index: Index, out: dict) -> None:
     """The projects the kept lightning wheels require (not torch's own), each cut down to its
     newest wheel inside the requirement: the refresh checks the index can install them."""
-    from envgen.matrix.refresh.pypi import requirements
     from packaging.utils import canonicalize_name
+
+    from envgen.refresh.pypi import requirements
     wanted: dict[str, list] = {}
     for name, text in out["metadata"].items():
         if name.startswith("lightning-"):

@@ -1,0 +1,1 @@
+"""A Stack -> its build context -> a BuildKit-built image."""

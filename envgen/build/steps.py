@@ -1,0 +1,86 @@
+"""BuildKit's plain progress, read as steps named by what they install.
+
+A rendered Dockerfile's steps are, in order: the user and venv, then one `RUN` per layer of
+`install/<n>-<layer>/` (packaging tools, CUDA libraries, framework, companions, frameworks
+over the base; a project's apt packages, its own pip layer and its files), then the
+payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
+starts, and `#7 DONE 4.4s`, `#7 CACHED` or `#7 ERROR ...` when it ends; exporting the image
+is a step of its own without a `[k/n]`."""
+from __future__ import annotations
+
+import re
+
+from ..core.progress import Event
+from ..render.views import APT_LOG, LAYER_DIRS, LAYER_TITLES
+
+_START = re.compile(r"^#(\d+) \[(?:[\w-]+ )?(\d+)/(\d+)\] (.*)$")
+_END = re.compile(r"^#(\d+) (DONE [0-9.]+s|CACHED|ERROR\b.*)$")
+_EXPORT = re.compile(r"^#(\d+) exporting to image$")
+_LAYER = re.compile(r"source=install/\d+-([a-z-]+)")
+
+# the rendered layers' own titles, by the name in their folder (install/2-cuda -> cuda)
+LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES, strict=True)}
+
+
+def step_name(command: str) -> str:
+    """What a Dockerfile step does, in the words a person uses."""
+    m = _LAYER.search(command)
+    if m:
+        return LAYER_NAMES.get(m.group(1), m.group(1))
+    if command.startswith("FROM "):
+        return "base image"
+    if APT_LOG in command:
+        return "project apt packages"
+    if "source=project," in command:
+        return "project files"
+    if "python3 -m venv" in command or "useradd" in command:
+        return "user and venv"
+    if "/opt/envgen/src" in command:
+        return "payload, stack and closure"
+    if command.startswith(("WORKDIR", "USER", "ENV", "LABEL")):
+        return command.split()[0].lower()
+    return command.split(" ", 1)[0].lower()
+
+
+class Steps:
+    """Feed BuildKit lines; get an Event for each step that starts or ends."""
+
+    def __init__(self):
+        self.steps: dict[str, dict] = {}   # BuildKit's #id -> {"n", "of", "name"}
+        self.last_header = ""   # the latest `#7 [stage-0 3/8] RUN ...` line, as printed
+
+    def feed(self, line: str) -> Event | None:
+        line = line.strip()
+        m = _START.match(line)
+        if m:
+            self.last_header = line
+            vid, n, of, command = m.groups()
+            if vid in self.steps:
+                return None   # BuildKit repeats a step's header when it prints more of it
+            step = {"n": int(n), "of": int(of), "name": step_name(command)}
+            self.steps[vid] = step
+            return self._event(step, "running")
+        m = _EXPORT.match(line)
+        if m:
+            step = {"n": None, "of": None, "name": "exporting the image"}
+            self.steps[m.group(1)] = step
+            return self._event(step, "running")
+        m = _END.match(line)
+        if m and m.group(1) in self.steps:
+            step = self.steps[m.group(1)]
+            word = m.group(2)
+            if word.startswith("DONE"):
+                return self._event(step, "done", float(word[5:-1]))
+            return self._event(step, "cached" if word == "CACHED" else "failed")
+        return None
+
+    @staticmethod
+    def _event(step: dict, state: str, seconds: float | None = None) -> Event:
+        where = f"step {step['n']}/{step['of']} " if step["n"] else ""
+        took = f" ({seconds:.1f} s)" if seconds is not None else ""
+        words = {"running": "...", "done": "done", "cached": "cached", "failed": "FAILED"}
+        fields = {"n": step["n"] or step["name"], "of": step["of"], "name": step["name"],
+                  "state": state}
+        if seconds is not None:
+            fields["seconds"] = seconds
+        return Event("step", f"{where}{step['name']}: {words[state]}{took}", fields)

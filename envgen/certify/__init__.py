@@ -1,0 +1,1 @@
+"""An image -> the smoke payload run in it -> a certificate."""

@@ -1,0 +1,238 @@
+"""Run the smoke-training payload inside an image and turn its report into a certificate.
+The container has no network, runs as a non-root user with no capabilities, has a time
+limit, and is removed on every exit path (Ctrl-C included)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+import time
+
+from .. import __version__
+from ..certs import store as certs
+from ..core.errors import CheckFailed, EnvironmentMissing
+from ..core.image import PAYLOAD_DIR
+from ..core.model import Stack
+from ..resolve import require_cuda
+from ..resolve.compat import driver_cuda, kernels_for
+from ..runtime import gpu_access
+from ..runtime import profile as run_profile
+from ..runtime.docker import Target, inspect_target, run_to_end
+from ..runtime.host import HostGpus
+
+
+def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
+    """Refuse before starting when this host cannot run the image; return notes."""
+    notes = []
+    if not indices:
+        return notes
+    st = target.stack
+    cuda = driver_cuda(matrix, host.driver) if matrix else None
+    gpu = host.gpus[indices[0]]
+    mgpu = matrix.gpu(gpu.name) if matrix else None
+    rhost = require_cuda.Host(driver=host.driver, cuda=cuda or "0.0",
+                              brand=mgpu.brand if mgpu else None, arch=gpu.cc)
+    if mgpu is not None and host.driver:
+        from ..resolve.compat import gpu_knows
+        known = gpu_knows(matrix, mgpu, host.driver)
+        if not known.ok:
+            raise CheckFailed(f"this host cannot run {target.stack.stack}: {known.why}")
+    d = require_cuda.evaluate(target.env, rhost)
+    if not d.ok:
+        raise CheckFailed(f"this host cannot run {target.stack.stack}: {d.why}")
+    notes.append(f"NVIDIA_REQUIRE_*: {d.why}")
+    if st.cuda and gpu.cc:
+        k = kernels_for(st.as_variant(), gpu.cc)
+        if not k.ok:
+            raise CheckFailed(f"the {gpu.name} cannot run {st.stack}: {k.why}")
+        notes.append(k.why)
+    return notes
+
+
+def _payload_sha256(container, path: str) -> str | None:
+    try:
+        stream, _ = container.get_archive(path)
+    except Exception:
+        return None
+    buf = io.BytesIO(b"".join(stream))
+    with tarfile.open(fileobj=buf) as tar:
+        member = tar.next()
+        f = tar.extractfile(member) if member else None
+        return hashlib.sha256(f.read()).hexdigest() if f else None
+
+
+def _report(stdout: str) -> dict | None:
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        return None
+
+
+def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
+    """The GPUs `--gpus` names on `host` (None for none); EnvironmentMissing when it asks
+    for a GPU this host does not have."""
+    indices = gpu_access.parse_gpus(gpus, len(host.gpus))
+    if gpus not in ("none", "auto") and not indices:
+        raise EnvironmentMissing(f"--gpus {gpus} asks for a GPU, but this host has none "
+                                 f"({host.error or 'nvidia-smi lists no GPU'})")
+    return indices
+
+
+# The harness logs each check as `[torch_smoke 12:00:01] PASS train: loss 2.3 -> 0.4 ...`.
+_CHECK_LINE = re.compile(r"^\[[\w]+_smoke [0-9:]+\] (PASS|SKIP|FAIL) ([\w.-]+): (.*)$")
+
+
+def project_smoke(c, target: Target, argv: tuple[str, ...], timeout: int, run: dict) -> dict:
+    """The project's own smoke command, in a container started as the payload's was: a
+    check that passes when it exits 0, with the last lines of its output."""
+    import shlex
+    started = time.monotonic()
+    try:
+        code, stdout, stderr = run_to_end(c, target.image_id, list(argv), timeout, **run)
+    except TimeoutError:
+        code, stdout, stderr = None, "", f"killed after {timeout} s"
+    tail = " | ".join((stdout + stderr).strip().splitlines()[-3:])[-300:]
+    return {"name": "project smoke", "passed": code == 0,
+            "detail": f"{shlex.join(argv)[:120]} exited {code}"
+                      f"{': ' + tail if tail else ''}",
+            "seconds": round(time.monotonic() - started, 2), "exit_code": code}
+
+
+def check_lines(progress):
+    """A stderr-line handler that reports the payload's checks to `progress` as Events."""
+    from ..core.progress import Event
+
+    def on_line(line: str) -> None:
+        m = _CHECK_LINE.match(line.strip())
+        if m:
+            word, name, detail = m.groups()
+            passed = word != "FAIL"
+            state = {"PASS": "passed", "SKIP": "skipped", "FAIL": "failed"}[word]
+            progress(Event("check", f"check {name}: {state} ({detail[:100]})",
+                           {"name": name, "passed": passed, "state": state}))
+    return on_line
+
+
+def payload_argv(st: Stack, payload: str, require: str, timeout: int,
+                 steps: int | None = None, multi_gpu: bool = False,
+                 measure: str = "basic") -> list[str]:
+    """The payload's command line: the versions the stack promises, the level asked for,
+    and its own time limit (30 s inside the run's). Docker, Apptainer and a Kubernetes pod
+    run the same one."""
+    expect = {"framework": st.version, "cuda": st.cuda, "cudnn": st.cudnn, "nccl": st.nccl}
+    if dict(st.base.provides).get(st.framework_package):
+        expect["framework"] = dict(st.base.provides)[st.framework_package].split("+")[0]
+    if st.builds_on:   # the base framework and everything over it, as installed
+        pins = {**dict(st.packages), **dict(st.base.provides)}
+        exact = {n: pins[n].split("+")[0] for n in (st.builds_on_package, *st.addons)
+                 if n in pins and pins[n][:1].isdigit()}
+        expect["packages"] = exact
+    cmd = ["python", payload, "--expect", json.dumps(expect),
+           "--require", require, "--timeout", str(max(30, timeout - 30))]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    if multi_gpu:
+        cmd.append("--multi-gpu")
+    if measure == "full":
+        cmd += ["--measure", "full"]
+    return cmd
+
+
+def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
+                    multi_gpu: bool = False, measure: str = "basic") -> tuple[str, list[str]]:
+    """The payload's path in an envgen image and the command that runs it."""
+    payload = f"{PAYLOAD_DIR}/{st.smoke}_smoke.py"
+    return payload, payload_argv(st, payload, "cuda" if cuda else "cpu", timeout, steps,
+                                 multi_gpu, measure)
+
+
+def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
+            timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
+            matrix=None, tags: tuple[str, ...] = (), progress=None,
+            measure: str = "basic") -> dict:
+    """Certify one image; returns the certificate (passed or not). Raises for bad input,
+    a missing environment, or a host that cannot run the image at all. `tags`: names the
+    image will get once it passes (it may have none yet: tags come after certification).
+    `progress` hears of each check as the payload reports it. `measure` "full" adds the
+    habits of a training run (the payload's --measure full)."""
+    target = inspect_target(c, ref)
+    indices = gpu_indices(gpus, host)
+    notes = preflight(target, host, indices, matrix)
+    info = c.info()
+    plan = gpu_access.plan(indices, access, info)
+    st = target.stack
+    payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu, measure)
+    # how the payload's container starts (shared memory, ulimits, NCCL, user): the run
+    # profile `envgen run`, the devcontainer and `envgen profile` use too
+    profile = run_profile.for_container(plan, target.user, target.env)
+    started = time.monotonic()
+    payload_sha = None
+
+    def hash_payload(container):
+        nonlocal payload_sha
+        payload_sha = _payload_sha256(container, payload)
+        if payload_sha is None:
+            raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
+                              f"with `envgen build`")
+
+    def start(p):
+        return run_to_end(c, target.image_id, cmd, timeout, before_start=hash_payload,
+                          on_stderr_line=check_lines(progress) if progress else None,
+                          labels={"io.envgen.certify": "1"}, **p.docker_kwargs())
+    try:
+        profile, (code, stdout, stderr) = run_profile.settle(profile, start)
+    except TimeoutError:
+        raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
+                          f"killed); raise --timeout or lower --steps") from None
+    report = _report(stdout)
+    if report is None:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
+        raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
+    fix = run_profile.refusal_fix(profile)
+    if fix:
+        notes.append(fix)
+        if progress:
+            progress(fix)
+    # how every container of a certification starts: the payload's and the project's
+    run = dict(labels={"io.envgen.certify": "1"}, **profile.docker_kwargs())
+    if st.project is not None and st.project.smoke:
+        check = project_smoke(c, target, st.project.smoke, timeout, run)
+        report = {**report, "checks": [*report.get("checks", []), check],
+                  "passed": bool(report.get("passed")) and check["passed"]}
+        if progress:
+            progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
+                     f"{check['detail']}"[:200])
+    return {
+        "schema": 1,
+        "image_id": target.image_id,
+        "image_tags": sorted(set(target.tags) | set(tags)),
+        "profile": "-".join(filter(None, (
+            certs.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps, multi_gpu),
+            "full" if measure == "full" else ""))),
+        "params": {"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu,
+                   "timeout": timeout, "measure": measure},
+        "stack": st.to_json(),
+        "level": report.get("level"),
+        "passed": bool(report.get("passed")) and code == 0,
+        "exit_code": code,
+        "payload": {"path": payload, "sha256": payload_sha},
+        "host": {"driver": host.driver,
+                 "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
+                 "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
+                 "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
+        "run_profile": profile.to_json(),
+        "preflight": notes,
+        "report": report,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(time.monotonic() - started, 2),
+        "envgen_version": __version__,
+    }

@@ -1,0 +1,125 @@
+"""Certificates from where they come: certificate JSON files, folders of them (another
+host's store), and job logs (Slurm output, `kubectl logs`) in which each certificate is one
+line `envgen-certificate: {...}`. Every input yields (file, line, certificate or None, why):
+nothing here raises for a bad input; cert_trust judges what parses."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from ..core.errors import InputError
+from ..core.files import read_regular
+
+PREFIX = "envgen-certificate: "
+MAX_INPUT = 64 * 1024 * 1024
+MAX_FILES = 100_000
+# the line a job prints; `kubectl logs --timestamps` puts an RFC 3339 time in front
+_LINE = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d) )?"
+                   + re.escape(PREFIX) + r"(.*)$")
+
+
+def _loads(text: str):
+    """JSON, or ValueError with the reason (a truncated document says so)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        # the text ends before the document does: a string or value left open at its end
+        end = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+        raise ValueError(("truncated JSON: " if end else "malformed JSON: ")
+                         + f"{e.msg} (line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("malformed JSON: nested too deeply") from None
+
+
+def from_text(text: str, name: str):
+    """A certificate file (a JSON object) or a log of certificate lines."""
+    if text.lstrip().startswith("{"):
+        try:
+            yield name, 1, _loads(text), None
+        except ValueError as e:
+            yield name, 1, None, f"not a certificate file: {e}"
+        return
+    found = False
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _LINE.match(line.strip("\r"))
+        if not m:
+            continue
+        found = True
+        try:
+            yield name, n, _loads(m.group(1)), None
+        except ValueError as e:
+            yield name, n, None, f"a certificate line that is not one: {e}"
+    if not found:
+        yield name, 1, None, (f"no certificate in it: neither a certificate's JSON nor a log "
+                              f"with `{PREFIX.strip()}` lines")
+
+
+def _read(path: Path, name: str):
+    try:
+        data = read_regular(path, MAX_INPUT, "input")
+        text = data.decode("utf-8")
+    except InputError as e:
+        yield name, 1, None, e.message
+        return
+    except UnicodeDecodeError as e:
+        yield name, 1, None, f"not UTF-8 text (byte {e.start})"
+        return
+    except FileNotFoundError:
+        yield name, 1, None, "no such file or folder"
+        return
+    except OSError as e:
+        yield name, 1, None, f"cannot read it: {e.strerror or e}"
+        return
+    yield from from_text(text, name)
+
+
+def _stdin():
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        yield "-", 1, None, "standard input is a terminal: pipe a log into it (kubectl logs " \
+                            "POD | envgen certs import -)"
+        return
+    data = stream.buffer.read(MAX_INPUT + 1)
+    if len(data) > MAX_INPUT:
+        yield "-", 1, None, f"standard input is larger than {MAX_INPUT >> 20} MiB"
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        yield "-", 1, None, f"not UTF-8 text (byte {e.start})"
+        return
+    yield from from_text(text, "-")
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """The *.json files under a folder (a store's history included), in a stable order;
+    links are not followed out of it."""
+    out = []
+    for p in sorted(folder.rglob("*.json")):
+        if not p.is_symlink() and p.is_file():
+            out.append(p)
+        if len(out) > MAX_FILES:
+            break
+    return out
+
+
+def read_inputs(names: list[str]):
+    """Each of FILE, FOLDER or `-`, in the order given."""
+    for name in names:
+        if name == "-":
+            yield from _stdin()
+            continue
+        path = Path(name)
+        if path.is_dir():
+            found = folder_files(path)
+            if len(found) > MAX_FILES:
+                yield name, 1, None, f"holds more than {MAX_FILES} JSON files"
+                continue
+            if not found:
+                yield name, 1, None, "a folder with no certificate (*.json) in it"
+            for p in found:
+                yield from _read(p, str(p))
+        else:
+            yield from _read(path, name)

@@ -1,0 +1,1 @@
+"""envgen.lock: writing it, reading and checking it, verifying images against it."""

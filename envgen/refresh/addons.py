@@ -1,0 +1,289 @@
+"""Readers for the frameworks installed over PyTorch's stack (Lightning, Transformers,
+Accelerate, DeepSpeed, NeMo's speech collection): one matrix file each, from the index and
+each release's wheel METADATA.
+
+Per minor release line, its newest patch: the version, the month of its first upload,
+Requires-Python and the CPython versions it admits, and the ranges it states for torch and
+for the other frameworks it needs (Transformers' `torch` extra names Accelerate). These are
+pure-Python wheels (`py3-none-any`): a release without one is refused."""
+from __future__ import annotations
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from .licenses import license_of
+from .pypi import (
+    Refused,
+    Run,
+    classifier_pythons,
+    newest_per_minor,
+    releases,
+    requirements,
+    sdist_releases,
+)
+
+PYTHONS = tuple(f"3.{n}" for n in range(8, 15))   # the CPython lines the matrix knows
+
+# name: (package, first minor line, the extra that carries its torch requirement, docs)
+ADDONS = {
+    "lightning": ("lightning", "2.2", None,
+                  "https://lightning.ai/docs/pytorch/stable/versioning.html"),
+    "transformers": ("transformers", "4.45", "torch",
+                     "https://huggingface.co/docs/transformers/installation"),
+    "accelerate": ("accelerate", "0.34", None,
+                   "https://huggingface.co/docs/accelerate/basic_tutorials/install"),
+    "deepspeed": ("deepspeed", "0.16", None,
+                  "https://www.deepspeed.ai/tutorials/advanced-install/"),
+    # From 2.6: the first line whose [asr] closure needs no compiler (2.5.3's pins
+    # ctc-segmentation==1.7.4, a Cython extension PyPI serves as an sdist alone), and the
+    # first to state torch>=2.6.0. Its lightning range sits in the asr extra.
+    "nemo": ("nemo-toolkit", "2.6", "asr",
+             "https://docs.nvidia.com/nemo-framework/user-guide/latest/installation.html"),
+}
+# Add-ons whose image installs an extra of their package: the reader reads Requires-Dist
+# with it, the closure resolves `package[extra]==V`. NeMo: the speech collection only; its
+# cu12/cu13/compiled extras name builds PyPI does not serve (pip then backtracks silently
+# to an old NeMo), so envgen pins the version and installs none of them.
+EXTRAS = {
+    "nemo": {"name": "asr", "source": "pypi:nemo-toolkit/nemo_toolkit-3.0.0-py3-none-any.whl"},
+}
+# Pins of the base stack's closure an add-on's own requirements exclude: its closure resolves
+# them anew, in its own layer, over the base's CUDA libraries. NeMo's [asr] caps lightning at
+# 2.4.0, whose Requires-Dist says fsspec[http]<2026.0; torch's closures pin fsspec 2026.9.0.
+# Lightning 2.3 (the last line over torch 2.0, so lightning-cu117's) says packaging<25.0;
+# the cu117 torch closure pins packaging 26.4, which made that stack's closure unsolvable.
+UNPIN = {
+    "nemo": {"packages": ["fsspec"], "source": "pypi:lightning/lightning-2.4.0-py3-none-any.whl"},
+    "lightning": {"packages": ["packaging"],
+                  "source": "pypi:lightning/lightning-2.3.3-py3-none-any.whl"},
+}
+# Add-ons PyPI serves for Linux only as source distributions: pip builds them in the image,
+# without build isolation (so the build sees the stack's torch), with these variables.
+# DeepSpeed: DS_BUILD_OPS=0 compiles no C++/CUDA op at install; its ops are built just in
+# time where a payload asks for one (FusedAdam, CPUAdam), which the smoke payload does not.
+# `packages`: where they are dependencies of a wheel rather than its own package. NeMo 2.6
+# and later need antlr4-python3-runtime 4.9.3 (through hydra-core) and, to 2.7, wget 3.2:
+# pure-Python packages PyPI serves as sdists alone (pypi:antlr4-python3-runtime/
+# antlr4-python3-runtime-4.9.3.tar.gz, pypi:wget/wget-3.2.zip).
+SOURCE_BUILDS = {
+    "deepspeed": {"env": {"DS_BUILD_OPS": "0"},
+                  "source": "https://www.deepspeed.ai/tutorials/advanced-install/"},
+    "nemo": {"packages": ["antlr4-python3-runtime", "wget"],
+             "source": "pypi:antlr4-python3-runtime/antlr4-python3-runtime-4.9.3.tar.gz"},
+}
+
+# Python patch releases a release's code needs that its Requires-Python does not state:
+# read from the release's own source, so inferred, and the row says why. NeMo 3.0 restores
+# a .nemo file through nemo/utils/tar_utils.py, which calls TarFile.extract(...,
+# filter="data"): PEP 706's extraction filters, in Python 3.12 and backported to 3.11.4,
+# 3.10.12, 3.9.17 and 3.8.17 (docs.python.org/3/whatsnew/3.11.html, "Notable changes in
+# 3.11.4"); before them the call is a TypeError (Debian bookworm's 3.11.2 has none).
+# Not in nemo-toolkit 2.6.2 or 2.7.3 (their wheels hold no such call).
+PYTHON_FLOORS = {
+    "nemo": [(">=3.0", ("3.8.17", "3.9.17", "3.10.12", "3.11.4"),
+              "inferred: nemo/utils/tar_utils.py calls TarFile.extract(filter='data'), PEP "
+              "706, in Python 3.12 and backported to 3.11.4 and 3.10.12")],
+}
+
+
+# What a release's code needs that its Requires-Dist does not state, read from its source
+# (inferred): resolved in the add-ons' layer as if stated. Lightning 2.2 and 2.3 end
+# lightning/fabric/__init__.py with __import__("pkg_resources").declare_namespace(__name__),
+# and setuptools 82.0.0 removed pkg_resources (its changelog, "Deprecations and Removals");
+# the newest setuptools made `import lightning` fail in lightning-cu117's image. Not in 2.4.
+# Transformers 5.14 imports DTensor from torch.distributed.tensor whenever torch.distributed
+# is available (core_model_loading.py, distributed/sharding_utils.py); to 5.13 that import
+# sat behind is_torch_greater_or_equal("2.5"), and 5.15 states torch>=2.5 itself. DTensor is
+# public there from torch 2.5. 5.14.1 still states torch>=2.4: transformers-cu121 over
+# torch 2.4.1 failed certification with "cannot import name 'DTensor'" (2026-12-02).
+NEEDS = {
+    "lightning": [("<2.4", {"setuptools": "<82"},
+                   "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
+                   "setuptools 82.0.0 removed")],
+    "transformers": [(">=4.50,<4.52", {"torch": ">=2.1"},
+                      "inferred: modeling_utils.py imports integrations/flex_attention.py, "
+                      "whose module-level @torch.compiler.disable needs torch.compiler, public "
+                      "from torch 2.1 (4.51.3 over torch 2.0.1 failed certification: module "
+                      "'torch' has no attribute 'compiler')"),
+                     ("==5.14.*", {"torch": ">=2.5"},
+                      "inferred: core_model_loading.py imports DTensor from "
+                      "torch.distributed.tensor with no torch version guard, public from "
+                      "torch 2.5")],
+    # DeepSpeed builds its ops with torch.utils.cpp_extension (setup.py, and JIT at run time)
+    "deepspeed": [(">=0.18", {"torch": ">=2.2"},
+                   "inferred: runtime/zero/muon/original_muon.py applies torch.compile when "
+                   "imported, which torch 2.0 refuses on Python 3.11+ (0.19.8 over torch 2.0.1 "
+                   "failed certification on it), and torch 2.1's cpp_extension imports "
+                   "pkg_resources, gone in setuptools 82: torch 2.2 is the first with neither"),
+                  ("==0.17.*", {"torch": ">=2.2"},
+                   "inferred: 0.17.6's ZeRO-2 training over torch 2.0.1 raised IndexError in "
+                   "stage_1_and_2.reduce_ipg_grads (no gradient buffer; seen in certification, "
+                   "cause not read) while 0.16.9 trains over it, and torch 2.1's cpp_extension "
+                   "imports pkg_resources, gone in setuptools 82"),
+                  ("<0.17", {"setuptools": "<82"},
+                   "inferred: torch.utils.cpp_extension of torch before 2.2 imports "
+                   "pkg_resources, which setuptools 82.0.0 removed (pytorch/pytorch#113023 "
+                   "replaced it; deepspeed-cu117's build over torch 2.0.1 failed on it)", "<2.2")],
+}
+
+
+def needs(name: str, version: Version) -> dict:
+    """The needs fields of a release row (NEEDS; a fourth item is the torch range over which
+    they apply)."""
+    for spec, what, why, *over in NEEDS.get(name, ()):
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            return {"needs": dict(what), "needs_why": why,
+                    **({"needs_over": over[0]} if over else {})}
+    return {}
+
+
+def python_floors(name: str, version: Version, pythons: list[str]) -> dict:
+    """The python_floors fields of a release row (PYTHON_FLOORS), for the lines it admits."""
+    for spec, floors, why in PYTHON_FLOORS.get(name, ()):
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            kept = [f for f in floors if f.rsplit(".", 1)[0] in pythons]
+            return {"python_floors": kept, "python_floors_why": why} if kept else {}
+    return {}
+
+
+def own_sdist(name: str) -> bool:
+    """Whether the add-on's own package is built from its sdist (no Linux wheel)."""
+    return name in SOURCE_BUILDS and "packages" not in SOURCE_BUILDS[name]
+
+
+# packages whose ranges a release row keeps: the base framework's and the add-ons'
+KEPT = {"torch", *(pkg for pkg, *_ in ADDONS.values())}
+
+
+def _unmet(run: Run, reqs, package: str) -> str | None:
+    """The first requirement of a release that no file on the index satisfies (a release can
+    name a dependency newer than the index serves): its row would resolve to a stack whose
+    closure cannot be built. The framework's and add-ons' own ranges are the matrix's job."""
+    for r in reqs:
+        key = canonicalize_name(r.name)
+        if key in KEPT or key == package:
+            continue
+        try:
+            page = run.index.project(key)
+        except Refused:
+            return f"{r}, and the index has no project {key}"
+        versions = set()
+        for f in page["files"]:
+            if f.get("yanked"):
+                continue
+            try:
+                if f["filename"].endswith(".whl"):
+                    versions.add(parse_wheel_filename(f["filename"])[1])
+                else:
+                    versions.add(parse_sdist_filename(f["filename"])[1])
+            except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                continue
+        if not any(r.specifier.contains(v, prereleases=True) for v in versions):
+            newest = max(versions, default=None)
+            return (f"{r}, and the index serves {key} "
+                    + (f"up to {newest}" if newest else "in no version"))
+    return None
+
+
+def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | None:
+    package, _, extra, _ = ADDONS[name]
+    what = f"{package} {ver}"
+    if own_sdist(name):
+        wheel = files[0]             # its sdist: PKG-INFO holds the same fields
+        text = run.index.sdist_metadata(wheel)
+    else:
+        pure = [f for f in files if f["pure"]]
+        if not pure:
+            raise Refused(f"{what}: no py3-none-any wheel on the index")
+        wheel = pure[0]
+        text, _how = run.index.metadata(wheel)
+    reqs = requirements(text, "3.12", what, frozenset({extra}) if extra else frozenset())
+    requires: dict[str, str] = {}
+    for r in reqs:
+        key = r.name.lower()
+        if key in KEPT and key != package and (r.marker is None or extra):
+            spec = str(r.specifier)
+            if key in requires and requires[key] != spec:
+                spec = str(SpecifierSet(requires[key]) & r.specifier)
+            requires[key] = spec or ">=0"
+    if "torch" not in requires:
+        raise Refused(f"{what}: its METADATA states no torch requirement"
+                      + (f" (looked in the {extra!r} extra too)" if extra else ""))
+    rp = wheel.get("requires-python")
+    try:
+        allowed = SpecifierSet(rp) if rp else SpecifierSet()
+    except InvalidSpecifier:
+        raise Refused(f"{what}: its Requires-Python {rp[:60]!r} does not parse") from None
+    pythons = [p for p in PYTHONS if allowed.contains(p)]
+    if not rp and own_sdist(name):
+        # no Requires-Python: the lines its classifiers name are the ones it states
+        pythons = [p for p in classifier_pythons(text) if p in pythons]
+    if not pythons:
+        raise Refused(f"{what}: Requires-Python {rp} admits none of {', '.join(PYTHONS)}")
+    # last: it reads an index page per dependency, and a malformed release is refused first
+    unmet = _unmet(run, reqs, package)
+    if unmet:
+        run.warn(f"{what} left out: it requires {unmet}")
+        return None
+    license, why = license_of(text)
+    if license is None:
+        run.warn(f"{what}: no license written ({wheel['filename']}: {why})")
+    uploaded = min((f.get("upload-time") or "") for f in files)
+    return {"framework": name, "version": str(ver), "released": uploaded[:7] or None,
+            "pythons": pythons, "requires_python": rp,
+            **python_floors(name, ver, pythons), **needs(name, ver),
+            "requires": dict(sorted(requires.items())),
+            **({"license": license} if license else {}),
+            "source": f"pypi:{package}/{wheel['filename']}"}
+
+
+def reader(name: str):
+    """The reader object `envgen matrix refresh NAME` runs for one add-on framework."""
+    package, first, _, docs = ADDONS[name]
+
+    class Reader:
+        FILE = f"{name}.yaml"
+        HEADER = (f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
+                  f"rerun it.\n# Each row: the newest patch of a {package} minor line, read "
+                  f"from PyPI's JSON simple index and\n# the wheel's METADATA (Requires-Python, "
+                  f"the torch and add-on ranges of Requires-Dist,\n# the SPDX licence). "
+                  f"`pythons` are the CPython lines Requires-Python admits; the\n# wheels are "
+                  f"py3-none-any.\n") if not own_sdist(name) else (
+                  f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
+                  f"rerun it.\n# Each row: the newest patch of a {package} minor line, read "
+                  f"from PyPI's JSON simple index and\n# the sdist's PKG-INFO (the torch range "
+                  f"of Requires-Dist, the licence). PyPI has no\n# Linux wheel of it: pip builds "
+                  f"the sdist in the image (`from_source`). It states no\n# Requires-Python: "
+                  f"`pythons` are the lines its classifiers name.\n")
+
+        @staticmethod
+        def derive(run: Run) -> dict:
+            page = run.index.project(package)
+            if own_sdist(name):
+                files = {v: [f] for v, f in sdist_releases(page).items()}
+            else:
+                files = releases(page)
+            chosen = newest_per_minor(files, Version(first))
+            if not chosen:
+                raise Refused(f"{package}: the index lists no release from {first} on")
+            rows = [row for v in chosen if (row := release_row(run, name, v, files[v]))]
+            if not rows:
+                raise Refused(f"{package}: every release line was left out: "
+                              f"{'; '.join(run.warnings)[:400]}")
+            entry = {"name": name, "package": package, "builds_on": "pytorch",
+                     "smoke": name, "source": docs}
+            if name in SOURCE_BUILDS:
+                entry["from_source"] = SOURCE_BUILDS[name]
+            if name in EXTRAS:
+                entry["extra"] = EXTRAS[name]
+            if name in UNPIN:
+                entry["unpin"] = UNPIN[name]
+            return {"frameworks": [entry], "framework_releases": rows}
+    return Reader

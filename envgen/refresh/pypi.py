@@ -1,0 +1,410 @@
+"""Reading a Python package index the way pip does: PEP 691 JSON simple pages, and each
+wheel's METADATA (PEP 658 `<wheel>.metadata` where served; otherwise the one member read out
+of the wheel with HTTP range requests, never the whole wheel).
+
+Responses are cached under ENVGEN_HOME (simple pages for an hour, wheel metadata for good:
+a wheel never changes once uploaded). Only https is followed, or http on the loopback
+interface (a recorded index under test)."""
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import io
+import json
+import os
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from .. import __version__
+from ..core import home as state
+from ..core.errors import CheckFailed, EnvironmentMissing, InputError
+
+PYPI = "https://pypi.org/simple"
+SIMPLE_TTL = 3600
+TIMEOUT = 60
+UA = f"envgen/{__version__} (matrix refresh)"
+JSON_PAGE = "application/vnd.pypi.simple.v1+json"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+MAX_PAGE = 64 << 20      # torch's JSON page is ~5 MB
+MAX_METADATA = 4 << 20
+MAX_SDIST = 64 << 20     # DeepSpeed's is 2 MB
+
+CPU_ENV = {
+    "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux",
+    "os_name": "posix", "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
+
+
+class Refused(CheckFailed):
+    """Upstream data fails a sanity check; nothing is written (exit 1)."""
+
+
+def check_url(url: str, what: str) -> str:
+    """`url` if it is https, or http to this machine; InputError otherwise."""
+    try:
+        u = urllib.parse.urlsplit(url)
+        host = u.hostname or ""
+    except ValueError:   # a bad port or bracket: no URL to follow
+        u, host = None, ""
+    if u and len(url) <= 2000 and url.isprintable() and (
+            u.scheme == "https" and host or u.scheme == "http" and host in LOOPBACK):
+        return url
+    raise InputError(f"{what} {url[:100]!r} is not an https URL (plain http is accepted only "
+                     f"on this machine's loopback interface)")
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to a URL check_url would take as the first one: a 302
+    from https to plain http, or to http on another host, is refused before it is asked."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        check_url(newurl, f"the redirect ({code}) from {req.full_url[:100]} to")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_CheckedRedirects)
+
+
+class Index:
+    """One package index, with the on-disk cache and retries."""
+
+    def __init__(self, url: str = PYPI, refresh: bool = False, cache: Path | None = None):
+        self.url = check_url(url.rstrip("/"), "the index URL")
+        self.refresh = refresh
+        self.cache = cache or state.home() / "cache" / "refresh"
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _cache_path(self, key: str) -> Path:
+        h = hashlib.sha256(key.encode()).hexdigest()
+        return self.cache / h[:2] / h
+
+    def _open(self, req: urllib.request.Request, limit: int,
+              expect: int | None = None) -> tuple[int, bytes]:
+        """(status, body) with retries on 5xx and network errors; 404 is (404, b'').
+        A status other than `expect` is Refused before the body is read."""
+        check_url(req.full_url, "a URL the index named")
+        for attempt in range(4):
+            try:
+                with self._lock:
+                    self.requests += 1
+                with _OPENER.open(req, timeout=TIMEOUT) as r:
+                    if expect is not None and r.status != expect:
+                        raise Refused(f"{req.full_url}: the server ignored the Range header "
+                                      f"(HTTP {r.status}); envgen does not download whole "
+                                      f"wheels")
+                    body = r.read(limit + 1)
+                    if len(body) > limit:
+                        raise Refused(f"{req.full_url}: the answer is larger than the "
+                                      f"{limit} bytes asked for or allowed")
+                    return r.status, body
+            except urllib.error.HTTPError as e:
+                if e.code == 404:
+                    return 404, b""
+                if e.code < 500 or attempt == 3:
+                    raise EnvironmentMissing(f"{req.full_url} answered HTTP {e.code}") from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+                if attempt == 3:
+                    reason = getattr(e, "reason", e)
+                    raise EnvironmentMissing(f"the package index did not answer "
+                                             f"{req.full_url} ({reason})") from None
+            time.sleep(min(2 ** attempt, 4) * float(os.environ.get("ENVGEN_REFRESH_BACKOFF")
+                                                    or "1"))   # checked at start (environ)
+        raise AssertionError("unreachable")
+
+    def get(self, url: str, accept: str | None = None, ttl: float | None = None,
+            limit: int = MAX_PAGE) -> bytes | None:
+        """GET through the cache; None for a 404 (remembered too)."""
+        key = url + "\n" + (accept or "")
+        path = self._cache_path(key)
+        if path.is_file() and not (self.refresh and ttl is not None):
+            if ttl is None or time.time() - path.stat().st_mtime < ttl:
+                data = path.read_bytes()
+                return None if data == b"\0404" else data
+        headers = {"User-Agent": UA, **({"Accept": accept} if accept else {})}
+        status, data = self._open(urllib.request.Request(url, headers=headers), limit)
+        if status == 404:
+            data = b"\0404"
+        self._store(path, data)
+        return None if status == 404 else data
+
+    def _store(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+    # -- the index -------------------------------------------------------------------------
+
+    def project(self, name: str) -> dict:
+        """The PEP 691 page of `name`, its file URLs made absolute."""
+        url = f"{self.url}/{name}/"
+        data = self.get(url, accept=JSON_PAGE, ttl=SIMPLE_TTL)
+        if data is None:
+            raise Refused(f"{name}: the index {self.url} has no such project")
+        try:
+            page = json.loads(data)
+            files = page["files"]
+            for f in files:
+                f["url"] = urllib.parse.urljoin(url, f["url"])
+                if not isinstance(f["filename"], str):
+                    raise TypeError("filename")
+        except (ValueError, KeyError, TypeError) as e:
+            raise Refused(f"{name}: the index's page is not a PEP 691 JSON page "
+                          f"({type(e).__name__}: {str(e)[:80]})") from None
+        return page
+
+    def metadata(self, f: dict) -> tuple[str, str]:
+        """METADATA of the wheel file entry `f`, and how it was read: 'pep658' or 'range'."""
+        data = self.get(f["url"] + ".metadata", limit=MAX_METADATA)
+        if data is not None:
+            return data.decode("utf-8", "replace"), "pep658"
+        path = self._cache_path("zip-metadata:" + f["url"])
+        if path.is_file():
+            return path.read_text("utf-8"), "range"
+        size = f.get("size")
+        if not isinstance(size, int) or size <= 0:
+            raise Refused(f"{f['filename']}: the index gives no size, so its METADATA cannot "
+                          f"be read with range requests")
+        raw = io.BufferedReader(_RangeFile(self, f["url"], size), buffer_size=1 << 16)
+        try:
+            with zipfile.ZipFile(raw) as z:
+                names = [n for n in z.namelist()
+                         if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+                if len(names) != 1:
+                    raise Refused(f"{f['filename']}: expected one .dist-info/METADATA, found "
+                                  f"{len(names)}")
+                if z.getinfo(names[0]).file_size > MAX_METADATA:
+                    raise Refused(f"{f['filename']}: its METADATA is over 4 MiB")
+                text = z.read(names[0]).decode("utf-8", "replace")
+        except zipfile.BadZipFile as e:
+            raise Refused(f"{f['filename']}: not a readable wheel ({e})") from None
+        self._store(path, text.encode("utf-8"))
+        return text, "range"
+
+
+    def sdist_metadata(self, f: dict) -> str:
+        """PKG-INFO of the sdist file entry `f`: the whole archive is read (a tar.gz has no
+        index to range-read), checked against the index's sha256, and only PKG-INFO kept."""
+        path = self._cache_path("sdist-pkg-info:" + f["url"])
+        if path.is_file():
+            return path.read_text("utf-8")
+        want = (f.get("hashes") or {}).get("sha256")
+        if not isinstance(want, str) or len(want) != 64:
+            raise Refused(f"{f['filename']}: the index gives no sha256 for it")
+        data = self.get(f["url"], limit=MAX_SDIST)
+        if data is None or hashlib.sha256(data).hexdigest() != want:
+            raise Refused(f"{f['filename']}: the file does not match the index's sha256")
+        text = pkg_info(data, f["filename"])
+        self._store(path, text.encode("utf-8"))
+        return text
+
+
+def pkg_info(data: bytes, filename: str) -> str:
+    """The top-level PKG-INFO of an sdist (.tar.gz) held in `data`."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+            members = [m for m in t.getmembers()
+                       if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")]
+            if len(members) != 1 or members[0].size > MAX_METADATA:
+                raise Refused(f"{filename}: expected one top-level PKG-INFO under 4 MiB, found "
+                              f"{len(members)}")
+            return t.extractfile(members[0]).read().decode("utf-8", "replace")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise Refused(f"{filename}: not a readable sdist ({e})") from None
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only, seekable view of a remote file through HTTP range requests."""
+
+    def __init__(self, index: Index, url: str, size: int):
+        self.index, self.url, self.size, self.pos = index, url, size, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, off, whence=0):
+        self.pos = {0: off, 1: self.pos + off, 2: self.size + off}[whence]
+        return self.pos
+
+    def readinto(self, b):
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        req = urllib.request.Request(self.url, headers={
+            "User-Agent": UA, "Range": f"bytes={self.pos}-{self.pos + n - 1}"})
+        _, data = self.index._open(req, n, expect=206)
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+# ---- wheels ------------------------------------------------------------------------------
+
+def cpython_of(tag) -> str | None:
+    """'3.11' for a cp311-cp311 tag; None for free-threaded (cp313t), abi3, PyPy."""
+    interp, abi = tag.interpreter, tag.abi
+    if not interp.startswith("cp") or abi.endswith("t") or abi in ("abi3", "none"):
+        return None
+    digits = interp[2:]
+    return f"{digits[0]}.{digits[1:]}"
+
+
+def is_linux_x86_64(tag) -> bool:
+    p = tag.platform
+    return (p.startswith("manylinux") or p.startswith("linux")) and p.endswith("_x86_64")
+
+
+def releases(page: dict, first: Version | None = None) -> dict[Version, list[dict]]:
+    """Final releases -> their non-yanked wheel entries, each with 'python' (or None),
+    'build' (tuple), 'linux_x86_64' and 'pure' (a py3-none-any wheel)."""
+    out: dict[Version, list[dict]] = {}
+    for f in page["files"]:
+        if not f["filename"].endswith(".whl") or f.get("yanked"):
+            continue
+        try:
+            _, ver, build, tags = parse_wheel_filename(f["filename"])
+        except InvalidWheelFilename as e:
+            raise Refused(f"the index lists a wheel with an invalid name: {e}") from None
+        if ver.is_prerelease or ver.is_devrelease or ver.is_postrelease or ver.local:
+            continue
+        if first is not None and ver < first:
+            continue
+        pys = {cpython_of(t) for t in tags} - {None}
+        out.setdefault(ver, []).append({
+            **f, "python": max(pys, key=Version) if pys else None, "build": build,
+            "linux_x86_64": any(is_linux_x86_64(t) for t in tags),
+            "pure": any(t.platform == "any" and t.interpreter.startswith("py3") for t in tags)})
+    return out
+
+
+def sdist_releases(page: dict) -> dict[Version, dict]:
+    """Final releases -> their non-yanked .tar.gz source distribution."""
+    out: dict[Version, dict] = {}
+    for f in page["files"]:
+        if not f["filename"].endswith(".tar.gz") or f.get("yanked"):
+            continue
+        try:
+            _, ver = parse_sdist_filename(f["filename"])
+        except (InvalidSdistFilename, InvalidVersion):
+            continue
+        if not (ver.is_prerelease or ver.is_devrelease or ver.is_postrelease or ver.local):
+            out[ver] = f
+    return out
+
+
+def classifier_pythons(metadata: str) -> list[str]:
+    """The CPython lines a package's `Programming Language :: Python :: 3.N` classifiers
+    name: what a package without Requires-Python states it supports."""
+    msg = email.parser.Parser().parsestr(metadata, headersonly=True)
+    out = set()
+    for c in msg.get_all("Classifier") or []:
+        parts = [x.strip() for x in c.split("::")]
+        if len(parts) == 3 and parts[:2] == ["Programming Language", "Python"] and \
+                parts[2].count(".") == 1 and parts[2].replace(".", "").isdigit():
+            out.add(parts[2])
+    return sorted(out, key=Version)
+
+
+def best_wheels(files: list[dict]) -> dict[str, dict]:
+    """CPython version -> the Linux x86_64 wheel pip would pick (highest build tag)."""
+    best: dict[str, dict] = {}
+    for f in files:
+        if not f["linux_x86_64"] or f["python"] is None:
+            continue
+        cur = best.get(f["python"])
+        if cur is None or f["build"] > cur["build"]:
+            best[f["python"]] = f
+    return best
+
+
+def requirements(metadata: str, python: str, what: str,
+                 extras: frozenset[str] = frozenset()) -> list[Requirement]:
+    """Requires-Dist entries that apply on Linux x86_64 CPython `python` (with `extras`)."""
+    msg = email.parser.Parser().parsestr(metadata, headersonly=True)
+    envs = [{**CPU_ENV, "python_version": python, "python_full_version": python + ".0",
+             "extra": e} for e in ("", *sorted(extras))]
+    out = []
+    for line in msg.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as e:
+            raise Refused(f"{what}: cannot parse its requirement {line[:80]!r} ({e})") from None
+        if req.marker is not None:
+            if "extra" in str(req.marker) and not extras:
+                continue
+            if not any(req.marker.evaluate(env) for env in envs):
+                continue
+        out.append(req)
+    return out
+
+
+def newest_per_minor(versions, first: Version) -> list[Version]:
+    """The newest patch of each major.minor line from `first` on, oldest line first."""
+    lines: dict[tuple[int, int], Version] = {}
+    for v in versions:
+        if v >= first:
+            key = (v.major, v.minor)
+            lines[key] = max(lines.get(key, v), v)
+    return sorted(lines.values())
+
+
+def exact_pin(req: Requirement) -> str | None:
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "==="):
+        return specs[0].version
+    return None
+
+
+def newest_matching(index: Index, project: str, specifier) -> str:
+    """The newest final release of `project` inside `specifier` with a Linux x86_64 (or
+    pure-Python) wheel: what pip would install today."""
+    versions = set()
+    for f in index.project(project)["files"]:
+        if f.get("yanked") or not f["filename"].endswith(".whl"):
+            continue
+        _, ver, _, tags = parse_wheel_filename(f["filename"])
+        if any(is_linux_x86_64(t) or t.platform == "any" for t in tags):
+            versions.add(ver)
+    ok = [v for v in versions if specifier.contains(v, prereleases=False)]
+    if not ok:
+        raise Refused(f"{project}{specifier}: no Linux x86_64 wheel on the index satisfies it")
+    return str(max(ok))
+
+
+@dataclass
+class Run:
+    """One reader's run: the index it reads, its parallelism, the warnings it collects."""
+
+    index: Index
+    jobs: int = 16
+    warnings: list[str] = field(default_factory=list)
+    folder: Path | None = None   # the matrix folder written to (a reader may read its rows)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)

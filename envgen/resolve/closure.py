@@ -1,0 +1,512 @@
+"""Stack → its closure: every distribution the image's environment will hold, by exact
+version and the sha256 of the exact file pip picks for the image's Python and platform.
+
+Resolution is uv's resolver (`uv pip compile --python-version --python-platform`): it
+resolves for a target interpreter and platform other than this host's, and reads wheel
+metadata with HTTP range requests where an index has no PEP 658 files, so a CUDA stack
+resolves without downloading gigabytes. The file and its hash then come from the index's
+JSON simple API (PEP 691), chosen by wheel-tag rank the way pip chooses.
+
+Bundled stacks ship their closures in `matrices/closures/` (written by
+`envgen matrix refresh closures`, reviewed in diffs): building them needs no resolver run. Any
+other spec resolves once and is cached under ENVGEN_HOME by the sha256 of its inputs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+# Only resolving a closure needs the resolver, the index client and the wheel-tag rules
+# (subprocess, urllib, packaging.tags): they are imported where used, so rendering a stored
+# closure starts without them.
+from ..core import home as state
+from ..core.errors import EnvironmentMissing, InputError, Unsatisfiable
+from ..core.files import write_json
+from ..core.model import CLOSURE_VERSION, Closure, Pin, Stack, canonical_name, requirement
+
+SIMPLE_URL = "https://pypi.org/simple"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+# What every venv-based image holds besides the stack's own packages: `python -m venv`
+# seeds pip and setuptools from the distribution's bundled wheels; the first install step
+# replaces them with these hash-pinned ones, so nothing in the image goes unpinned.
+VENV_TOOLS = ("pip", "setuptools")
+
+NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,59}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,199}\.(whl|tar\.gz|zip)")
+KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def constraints_for(stack: Stack) -> list[str]:
+    """Constraints that keep transitive CUDA libraries on the stack's CUDA line. A wheel
+    that pins its CUDA libraries but not nvJitLink (torch 2.4's cusparse pulls it in) would
+    otherwise get whatever CUDA line is newest on build day (inferred from the pins, not
+    stated by the wheel)."""
+    if not stack.cuda:
+        return []
+    major, minor = stack.cuda.split(".")[:2]
+    name = f"nvidia-nvjitlink-cu{major}"
+    pinned = {canonical_name(n) for n, _ in stack.packages}
+    cuda_wheels = any(n.startswith("nvidia-") and n.endswith(f"-cu{major}") for n in pinned)
+    if not cuda_wheels or canonical_name(name) in pinned:
+        return []
+    return [f"{name}=={major}.{minor}.*"]
+
+
+def inputs_for(stack: Stack, resolve: bool = True) -> dict:
+    """Everything the closure depends on, and nothing else (its key is their sha256). A
+    stack built over another is constrained to that stack's closure, so the two share
+    every distribution they have in common, and every lower image layer."""
+    if stack.project is not None and not stack.project.pip:
+        return inputs_for(stack.plain(), resolve)   # nothing to resolve over the stack
+    extras = dict(stack.extras)   # nemo-toolkit[asr]: the extra's dependencies are pinned too
+    reqs = sorted(requirement(n, v, extras.get(n, "")) for n, v in stack.pip_packages.items())
+    tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
+    constraints = constraints_for(stack)
+    extra = {}
+    if stack.project is not None:
+        # A project's packages go over the plain stack's closure, held as it is: the
+        # project image shares every lower layer with the plain image.
+        plain = closure_for(stack.plain(), resolve=resolve)[0]
+        constraints = sorted({*constraints, *(p.requirement for p in plain.pins)})
+        extra = {"project": {"over": plain.key, "apt": list(stack.project.apt),
+                             "snapshot": stack.base.snapshot}}
+    elif stack.builds_on:
+        base = base_closure(stack, resolve)
+        loose = {*stack.addons, *stack.unpinned}   # resolved anew, in the add-ons' layer
+        constraints += sorted(p.requirement for p in base.pins if p.name not in loose)
+    if stack.from_source:   # only then: every other stack's key stays what it was
+        extra["from_source"] = sorted(stack.from_source)
+    inputs = {"requirements": reqs + tools, "constraints": constraints,
+              "python": stack.python, "platform": stack.base.platform,
+              "index_url": stack.index_url, **extra}
+    # As a stored closure reads back (its file is written with sorted keys): a closure
+    # resolved now renders the same closure.json as the same closure read from the cache.
+    return json.loads(json.dumps(inputs, sort_keys=True))
+
+
+def base_closure(stack: Stack, resolve: bool = True) -> Closure:
+    """The closure of the stack `stack` is built over (stored, or resolved now)."""
+    return closure_for(stack.base_stack(), resolve=resolve)[0]
+
+
+def key_of(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def bundled_dir() -> Path:
+    from ..matrix.load import bundled_path
+    return bundled_path() / "closures"
+
+
+def cache_dir() -> Path:
+    return state.home() / "closures"
+
+
+# ---- reading and validating ---------------------------------------------------------------
+
+def parse_closure(data, name: str) -> Closure:
+    """A closure from JSON data (a bundled file, the cache or a lock): every value checked,
+    since a lock arrives in pull requests. InputError names the file and the field."""
+    def bad(what):
+        return InputError(f"not a valid closure: {what}", file=name)
+    if not isinstance(data, dict):
+        raise bad("it must be a JSON object")
+    if data.get("closure_version") != CLOSURE_VERSION:
+        raise bad(f"closure_version must be {CLOSURE_VERSION}")
+    key = data.get("key")
+    if not isinstance(key, str) or not KEY.fullmatch(key):
+        raise bad("'key' must be 64 hex digits")
+    if not isinstance(data.get("inputs"), dict):
+        raise bad("'inputs' must be an object")
+    created = data.get("created")
+    if not isinstance(created, str) or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+                                                        created):
+        raise bad("'created' must be a UTC time like 2026-12-01T09:40:00Z")
+    pkgs = data.get("packages")
+    wanted = data["inputs"].get("requirements")
+    if not isinstance(pkgs, list) or (not pkgs and wanted != []):
+        raise bad("'packages' must be a list, empty only when nothing was required")
+    pins, seen = [], set()
+    for i, p in enumerate(pkgs):
+        pins.append(parse_pin(p, f"packages[{i}]", bad))
+        canon = canonical_name(pins[-1].name)
+        if canon in seen:
+            raise bad(f"packages[{i}]: {pins[-1].name} is listed twice")
+        seen.add(canon)
+    stack = data.get("stack", "")
+    if not isinstance(stack, str) or (stack and not NAME.fullmatch(stack)):
+        raise bad("'stack' must be a stack name")
+    resolver = data.get("resolver", "")
+    if not isinstance(resolver, str) or len(resolver) > 200:
+        raise bad("'resolver' must be a short string")
+    # Sorted as inputs_for() gives them: a closure read from a file (a bundled one, written
+    # before keys were sorted) and the same closure rebuilt from a lock must render the same
+    # closure.json, or the image's payload layer differs between the build and the rebuild.
+    inputs = json.loads(json.dumps(data["inputs"], sort_keys=True))
+    return Closure(key=key, inputs=inputs, pins=tuple(pins), resolver=resolver,
+                   created=created, stack=stack)
+
+
+def parse_pin(p, where: str, bad) -> Pin:
+    if not isinstance(p, dict):
+        raise bad(f"{where} must be an object")
+    name, version = p.get("name"), p.get("version")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise bad(f"{where}.name is not a distribution name")
+    if not isinstance(version, str) or not VERSION.fullmatch(version):
+        raise bad(f"{where}.version is not a version")
+    file = p.get("file")
+    if file is not None and (not isinstance(file, str) or not FILENAME.fullmatch(file)):
+        raise bad(f"{where}.file is not a wheel or sdist file name")
+    hashes = p.get("hashes")
+    if not isinstance(hashes, list) or len(hashes) > 1:
+        raise bad(f"{where}.hashes must be a list of at most one sha256")
+    sha = None
+    if hashes:
+        h = hashes[0]
+        if not isinstance(h, str) or not h.startswith("sha256:") or \
+                not SHA256.fullmatch(h[7:]):
+            raise bad(f"{where}.hashes[0] must be sha256:<64 hex digits>")
+        sha = h[7:]
+    note = p.get("hash_note")
+    if note is not None and (not isinstance(note, str) or len(note) > 400
+                             or any(ord(c) < 32 for c in note)):
+        raise bad(f"{where}.hash_note must be one short line")
+    if sha is None and not note:
+        raise bad(f"{where}: {name} has no sha256 and no hash_note saying why")
+    return Pin(name=name, version=version, file=file, sha256=sha, note=note)
+
+
+def load_closure(path: Path) -> Closure:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"cannot read the closure: {e}", file=str(path)) from None
+    return parse_closure(data, str(path))
+
+
+_STORED: dict[tuple, Closure] = {}
+
+
+def _stored(path: Path) -> Closure:
+    """A stored closure, read and checked once per process while its file is unchanged: a
+    stack whose own file does not match reads every bundled file, and `render --all` asks
+    for many stacks."""
+    try:
+        st = path.stat()
+    except OSError:
+        return load_closure(path)   # load_closure says what is wrong with it
+    key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in _STORED:
+        _STORED[key] = load_closure(path)
+    return _STORED[key]
+
+
+def find(stack: Stack) -> tuple[Closure, str] | None:
+    """The stored closure for this stack's inputs: bundled first, then the user's cache."""
+    try:
+        key = key_of(inputs_for(stack, resolve=False))
+    except InputError:   # the stack it is built over has no stored closure yet
+        return None
+    bundled = bundled_dir()
+    if bundled.is_dir():
+        # Its own file first (the usual hit: one file read, not all of them); then the
+        # others, since another spec can resolve to the same inputs.
+        own = bundled / f"{stack.stack}.json"
+        paths = [own] if own.is_file() else []
+        paths += [p for p in sorted(bundled.glob("*.json")) if p != own]
+        for path in paths:
+            c = _stored(path)
+            if c.key == key:
+                return c, f"bundled closure {path.name}"
+    cached = cache_dir() / f"{key}.json"
+    if cached.is_file():
+        return _stored(cached), f"cached closure {cached}"
+    return None
+
+
+def closure_for(stack: Stack, resolve: bool = True, progress=lambda _m: None
+                ) -> tuple[Closure, str]:
+    """(closure, where it came from): stored, or resolved now and cached by its inputs."""
+    found = find(stack)
+    if found:
+        return found
+    if not resolve:
+        raise InputError(f"no stored closure for {stack.stack} with these inputs; run "
+                         f"`envgen closure {stack.stack}` to resolve one")
+    progress(f"resolving the full closure of {stack.stack} (once; then cached)")
+    c = resolve_closure(stack)
+    path = cache_dir() / f"{c.key}.json"
+    write_json(path, c.to_json())
+    return c, f"resolved now with {c.resolver}, cached as {path}"
+
+
+# ---- resolving ----------------------------------------------------------------------------
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise EnvironmentMissing("uv is not installed (`pip install uv`); envgen uses its "
+                             "resolver for hash-pinned closures")
+
+
+def _uv_env() -> dict:
+    env = dict(os.environ)
+    ca = os.environ.get("PIP_CERT") or (CA_BUNDLE if os.path.exists(CA_BUNDLE) else None)
+    if ca and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = ca
+    return env
+
+
+# The newest manylinux tag uv's --python-platform names (uv 0.13: manylinux_2_40). A newer
+# glibc (trixie's 2.41) installs every wheel a 2.40 system does: no wheel asks for more yet.
+UV_NEWEST_GLIBC = (2, 40)
+
+
+def _uv_platform(platform: str) -> str:
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", platform)
+    if m and (int(m.group(1)), int(m.group(2))) > UV_NEWEST_GLIBC:
+        return "manylinux_%d_%d_x86_64" % UV_NEWEST_GLIBC
+    return platform
+
+
+def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tuple[dict, str]:
+    """name → version for the whole closure, from uv's resolver; and uv's version."""
+    import subprocess
+    import tempfile
+    uv = uv or uv_binary()
+    index = inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
+    with tempfile.TemporaryDirectory(prefix="envgen-closure-") as tmp:
+        req, con = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
+        req.write_text("\n".join(inputs["requirements"]) + "\n")
+        con.write_text("\n".join(inputs["constraints"]) + "\n")
+        platform = "x86_64-" + _uv_platform(inputs["platform"]).removesuffix("_x86_64")
+        argv = [uv, "pip", "compile", str(req), "--constraint", str(con),
+                "--python-version", inputs["python"], "--python-platform", platform,
+                "--only-binary", ":all:",
+                # uv reads such a package's metadata from its sdist's PKG-INFO
+                *(a for n in inputs.get("from_source", ()) for a in ("--no-binary", n)),
+                "--no-header", "--no-annotate", "--no-config",
+                "--index-url", index, "--quiet", "--cache-dir", str(Path(tmp) / "uv-cache")]
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                               env=_uv_env())
+        except subprocess.TimeoutExpired:
+            raise EnvironmentMissing(f"uv did not resolve within {timeout} s (is {index} "
+                                     f"reachable?)") from None
+        uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
+                                    timeout=30).stdout.strip()
+    if r.returncode != 0:
+        text = " ".join(line.strip() for line in r.stderr.strip().splitlines()[-6:])[:600]
+        if "No solution found" in r.stderr or "unsatisfiable" in r.stderr:
+            raise Unsatisfiable(f"uv found no closure for {', '.join(inputs['requirements'])} "
+                                f"on Python {inputs['python']} {inputs['platform']}: {text}")
+        raise EnvironmentMissing(f"uv could not resolve from {index}: {text}")
+    pins = {}
+    for line in r.stdout.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        if not sep or not NAME.fullmatch(name.strip()) or not VERSION.fullmatch(
+                version.split(";")[0].strip()):
+            raise EnvironmentMissing(f"uv printed a line envgen cannot read: {line[:120]!r}")
+        pins[name.strip()] = version.split(";")[0].strip()
+    return pins, uv_version
+
+
+def fetch_json(url: str) -> dict:
+    """An index's simple page as PEP 691 JSON: asked for as JSON, and read from the HTML
+    page (PEP 503, with `#sha256=` fragments, as PyTorch's per-variant indexes and most
+    mirrors serve it) when the index has no JSON form. LookupError for 404, OSError
+    otherwise."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+        "User-Agent": "envgen"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            kind = r.headers.get("Content-Type", "")
+            body = r.read(32 * 1024 * 1024)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise LookupError(url) from e
+        raise OSError(f"HTTP {e.code}") from e
+    if "json" in kind:
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise OSError(f"not a JSON simple index: {e}") from e
+    return simple_html(body.decode("utf-8", "replace"))
+
+
+_ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)
+
+
+def simple_html(text: str) -> dict:
+    """A PEP 503 page as the PEP 691 shape: {"files": [{"filename", "hashes"}]}."""
+    import urllib.parse
+    files = []
+    for href in _ANCHOR.findall(text):
+        url, _, fragment = href.partition("#")
+        name = url.rsplit("/", 1)[-1].split("?")[0]
+        name = urllib.parse.unquote(name)
+        algo, _, digest = fragment.partition("=")
+        files.append({"filename": name,
+                      "hashes": {algo: digest} if algo == "sha256" and digest else {}})
+    return {"files": files}
+
+
+def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple[str, ...]:
+    """Wheel tags CPython `python` accepts on glibc x86_64 Linux, most preferred first."""
+    from packaging.tags import compatible_tags, cpython_tags
+    major, minor = (int(x) for x in python.split("."))
+    m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", platform)
+    glibc = int(m.group(1)) if m else 17
+    plats = [f"manylinux_2_{g}_x86_64" for g in range(glibc, 4, -1)]
+    plats += [p for p, g in (("manylinux2014_x86_64", 17), ("manylinux2010_x86_64", 12),
+                             ("manylinux1_x86_64", 5)) if g <= glibc] + ["linux_x86_64"]
+    return tuple(str(t) for t in [*cpython_tags((major, minor), platforms=plats),
+                                  *compatible_tags((major, minor), platforms=plats)])
+
+
+def pick_file(files: list, name: str, version: str, tags: tuple[str, ...]):
+    """(file entry, is_sdist) pip would choose for name==version: the best-ranked
+    compatible wheel, else the sdist; (None, False) when there is neither."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+    from packaging.version import InvalidVersion, Version
+    want, rank = canonical_name(name), {t: i for i, t in enumerate(tags)}
+    try:
+        ver = Version(version)
+    except InvalidVersion:
+        return None, False
+    best, sdist = None, None
+    for f in files:
+        fn = f.get("filename", "")
+        try:
+            if fn.endswith(".whl"):
+                n, v, _b, ftags = parse_wheel_filename(fn)
+                r = min((rank[str(t)] for t in ftags if str(t) in rank), default=None)
+                if n == want and v == ver and r is not None and (best is None or r < best[0]):
+                    best = (r, f)
+            elif fn.endswith((".tar.gz", ".zip")):
+                n, v = parse_sdist_filename(fn)
+                if n == want and v == ver:
+                    sdist = f
+        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+            continue
+    return (best[1], False) if best else (sdist, sdist is not None)
+
+
+def hash_pin(name: str, version: str, python: str, platform: str, index: str,
+             fetch=fetch_json) -> Pin:
+    """The exact file of name==version for this interpreter and its sha256, or a Pin with a
+    note saying why the index gave none."""
+    try:
+        data = fetch(f"{index}/{canonical_name(name)}/")
+    except LookupError:
+        return Pin(name, version, note=f"{name} is not on {index}")
+    except OSError as e:
+        return Pin(name, version, note=f"{index} could not be read for {name} ({e})")
+    chosen, is_sdist = pick_file(data.get("files") or [], name, version,
+                                 platform_tags(python, platform))
+    if chosen is None:
+        return Pin(name, version, note=f"{index} has no file of {name} {version} for "
+                                       f"Python {python} on {platform}")
+    sha = (chosen.get("hashes") or {}).get("sha256")
+    if not sha or not SHA256.fullmatch(sha):
+        return Pin(name, version, file=chosen["filename"],
+                   note=f"the index serves no sha256 for {chosen['filename']}")
+    note = "no wheel for this platform: pip builds it from this sdist" if is_sdist else None
+    return Pin(name, version, file=chosen["filename"], sha256=sha, note=note)
+
+
+# Index hosts asked in this process, with why they do not answer (None: they do):
+# `render --all` asks download.pytorch.org once, not once per stack that needs it.
+_UNREACHABLE: dict[str, str | None] = {}
+PROBE_S = 10
+
+
+def probe_index(index: str, timeout: float = PROBE_S) -> str | None:
+    """Why `index` does not answer at all (no DNS name, connection refused or timed out),
+    or None when it answers anything (an HTTP error, a certificate uv may yet accept) or is
+    not HTTP. Asked once per host and process."""
+    import socket
+    import ssl
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    parts = urllib.parse.urlsplit(index)
+    if parts.scheme not in ("http", "https"):
+        return None
+    host = f"{parts.scheme}://{parts.netloc}"
+    if host not in _UNREACHABLE:
+        why = None
+        req = urllib.request.Request(index.rstrip("/") + "/", method="HEAD",
+                                     headers={"User-Agent": "envgen"})
+        try:
+            urllib.request.urlopen(req, timeout=timeout).close()
+        except urllib.error.HTTPError:
+            pass   # it answered
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, ssl.SSLError):
+                pass   # it answered; uv reads the CA bundle it is given
+            elif isinstance(reason, socket.gaierror):
+                why = f"no DNS answer for {parts.hostname}"
+            elif isinstance(reason, (TimeoutError, socket.timeout)):
+                why = f"no answer within {timeout:g} s"
+            else:
+                why = " ".join(str(getattr(reason, "strerror", None) or reason).split())[:120]
+                why = why[:1].lower() + why[1:]
+        _UNREACHABLE[host] = why
+    return _UNREACHABLE[host]
+
+
+def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
+                    workers: int = 8) -> Closure:
+    inputs = inputs_for(stack)
+    if not inputs["requirements"]:   # a framework base provides everything: nothing to resolve
+        return Closure(key=key_of(inputs), inputs=inputs, pins=(),
+                       resolver="none (the base provides every requirement)",
+                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       stack=stack.stack)
+    index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
+             ).rstrip("/")
+    why = probe_index(index)
+    if why is not None:
+        raise EnvironmentMissing(
+            f"{stack.stack} has no bundled closure and resolving one needs {index}, which "
+            f"does not answer ({why}); the stacks `envgen matrix list` marks bundled build "
+            f"without it")
+    pins, uv_version = compile_pins(inputs, uv)
+    # A stack built over another takes that closure's time: SOURCE_DATE_EPOCH stamps every
+    # layer, and the shared lower layers are bit-identical only with the same stamp.
+    created = closure_for(stack.plain())[0].created if stack.project is not None else \
+        base_closure(stack).created if stack.builds_on else \
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    from concurrent.futures import ThreadPoolExecutor
+    items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        hashed = list(pool.map(lambda kv: hash_pin(kv[0], kv[1], inputs["python"],
+                                                   inputs["platform"], index, fetch), items))
+    return Closure(key=key_of(inputs), inputs=inputs, pins=tuple(hashed),
+                   resolver=f"{uv_version}, uv pip compile", created=created,
+                   stack=stack.stack)

@@ -1,0 +1,140 @@
+"""Can this driver and GPU run that CUDA build? The rules shared by resolve, diff and doctor."""
+from __future__ import annotations
+
+import re
+
+from ..core.errors import InputError, shown
+from ..core.model import CudaRelease, Gpu, V, Variant
+from ..core.record import dataclass
+from ..matrix import Matrix
+
+NATIVE, MINOR, FORWARD = "native", "minor-version compatibility", "forward compatibility"
+DRIVER_RE = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
+CC_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
+
+
+def check_driver(text, what: str = "--driver") -> str:
+    """A driver version as a user typed it (535, 535.104 or 535.104.05), or InputError."""
+    if not isinstance(text, str) or not DRIVER_RE.fullmatch(text):
+        raise InputError(f"{what} {shown(text)} is not a driver version like 535.104.05")
+    return text
+
+
+def check_cc(text, what: str = "--cc") -> str:
+    """A compute capability such as 9.0, or InputError."""
+    if not isinstance(text, str) or not CC_RE.fullmatch(text):
+        raise InputError(f"{what} {shown(text)} is not a compute capability like 9.0")
+    return text
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    how: str | None      # NATIVE, MINOR, FORWARD, or None when it cannot run
+    why: str             # one sentence
+
+
+def driver_cuda(matrix: Matrix, driver: str) -> str | None:
+    """The CUDA version a driver reports (nvidia-smi's "CUDA Version"), from the matrix."""
+    rel = matrix.newest_driver_cuda(driver)
+    return rel.short if rel else None
+
+
+def gpu_knows(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict:
+    """Whether `driver` knows `gpu` at all: a GPU needs a driver branch that supports its
+    product, neither older than its first driver nor past its last branch, whatever CUDA
+    the image carries (forward compatibility included)."""
+    last = past_last_branch(matrix, gpu, driver)
+    if last is not None:
+        return last
+    floor = matrix.gpu_min_driver(gpu)
+    if floor is None:
+        return Verdict(True, None, f"the matrix names no first driver for the {gpu.name}")
+    need, _source, inferred = floor
+    note = " (inferred: no source states it)" if inferred else ""
+    if V(driver) < V(need):
+        return Verdict(False, None, f"driver {driver} is older than {need}, the first driver "
+                                    f"that supports the {gpu.name}{note}")
+    return Verdict(True, None, f"driver {driver} supports the {gpu.name} (from {need}{note})")
+
+
+def past_last_branch(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict | None:
+    """The refusal when `driver` is on a branch after the last one that supports `gpu`."""
+    last = matrix.gpu_last_branch(gpu)
+    if last is None or int(driver.split(".")[0]) <= int(last[0]):
+        return None
+    branch, _source, why = last
+    arch = f" ({gpu.arch.capitalize()})" if gpu.arch else ""
+    note = f" (inferred: {why})" if why else ""
+    return Verdict(False, None, f"driver {driver} is past R{branch}, the last driver branch "
+                                f"that supports the {gpu.name}{arch}{note}")
+
+
+def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None = None,
+                compat_available: bool = True) -> Verdict:
+    """Whether `driver` runs an application built with `cuda`, and how."""
+    if gpu is not None:
+        known = gpu_knows(matrix, gpu, driver)
+        if not known.ok:
+            return known
+    if V(driver) >= V(cuda.toolkit_driver):
+        ships = (f"the driver taken to run CUDA {cuda.version} natively (inferred: "
+                 f"{cuda.why})" if cuda.inferred else f"the driver CUDA {cuda.version} ships with")
+        return Verdict(True, NATIVE, f"driver {driver} is at least {cuda.toolkit_driver}, "
+                                     f"{ships}")
+    floor = matrix.cuda_major(cuda.major)
+    if floor and V(driver) >= V(floor.minimum_driver):
+        return Verdict(True, MINOR, f"driver {driver} runs CUDA {cuda.short} through "
+                                    f"minor-version compatibility (CUDA {cuda.major}.x needs "
+                                    f"at least {floor.minimum_driver}); PTX JIT compilation "
+                                    f"fails on this driver")
+    branch = driver.split(".")[0]
+    fc = next((f for f in matrix.forward_compat if f.cuda == cuda.short), None)
+    need = floor.minimum_driver if floor else cuda.toolkit_driver
+    if fc and branch in fc.branches:
+        classes = "/".join(fc.gpu_classes)
+        if gpu is None:
+            return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
+                                        f"forward compatibility, on {classes} GPUs: name the "
+                                        f"GPU (--gpu) to use it")
+        if gpu.gpu_class not in fc.gpu_classes:
+            return Verdict(False, None, f"driver {driver} is older than {need}, and forward "
+                                        f"compatibility for CUDA {cuda.short} is not available "
+                                        f"on {gpu.gpu_class} GPUs like the {gpu.name}")
+        if not compat_available:
+            return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
+                                        f"forward compatibility, which needs a base image with "
+                                        f"cuda-compat {cuda.short}")
+        note = f" (inferred: {fc.why})" if fc.inferred else ""
+        return Verdict(True, FORWARD, f"driver {driver} (R{branch}) runs CUDA {cuda.short} on "
+                                      f"the {gpu.name} through forward compatibility "
+                                      f"(cuda-compat in the image){note}")
+    return Verdict(False, None, f"driver {driver} is older than {need}, the minimum for CUDA "
+                                f"{cuda.major}.x (minor-version compatibility)"
+                                + ("" if fc is None else f", and R{branch} is not a "
+                                   f"forward-compatible branch for CUDA {cuda.short}"))
+
+
+def kernels_for(variant: Variant, cc: str, how: str | None = NATIVE) -> Verdict:
+    """Whether a build carries kernels (SASS, or PTX to JIT) for compute capability `cc`."""
+    if variant.cuda is None:
+        return Verdict(True, None, "a CPU build needs no GPU kernels")
+    major, minor = (int(x) for x in cc.split("."))
+    archs = variant.compute_capabilities
+    listed = ", ".join(archs) or "none"
+    if cc in archs:
+        return Verdict(True, NATIVE, f"the build has kernels for compute capability {cc}")
+    same = [a for a in archs if int(a.split(".")[0]) == major
+            and int(a.split(".")[1]) <= minor]
+    if same:
+        return Verdict(True, NATIVE, f"kernels for compute capability {same[-1]} run on "
+                                     f"{cc} (same major)")
+    if variant.ptx and V(variant.ptx) <= V(cc):
+        if how == MINOR:
+            return Verdict(False, None, f"no kernels for compute capability {cc}: only PTX "
+                                        f"{variant.ptx}, and PTX JIT fails under "
+                                        f"minor-version compatibility")
+        return Verdict(True, "ptx", f"PTX for {variant.ptx} is JIT-compiled for {cc} at "
+                                    f"first start")
+    return Verdict(False, None, f"no kernels for compute capability {cc} (the build has "
+                                f"{listed}): \"no kernel image is available\"")

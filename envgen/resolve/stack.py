@@ -1,0 +1,341 @@
+"""Spec + host constraints → one fully pinned Stack with the reason for every choice, or
+Unsatisfiable naming what failed and the nearest specs that would work."""
+from __future__ import annotations
+
+from ..core.errors import InputError, Unsatisfiable
+from ..core.model import (
+    BaseImage,
+    FrameworkRelease,
+    Gpu,
+    Stack,
+    V,
+    Variant,
+    WheelSource,
+    join_licenses,
+)
+from ..core.record import dataclass
+from ..matrix import Matrix
+from . import require_cuda
+from .compat import FORWARD, MINOR, check_cc, check_driver, driver_runs, kernels_for
+from .spec import Spec
+
+POLICIES = ("auto", "pypi", "index")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the user told us about the host that will run the image."""
+
+    driver: str | None = None
+    gpu: Gpu | None = None
+    cc: str | None = None
+    python: str | None = None
+    sources: str = "auto"      # auto | pypi | index | a PyPI mirror URL
+
+
+def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
+                    sources=None) -> Host:
+    """Validate CLI flags into a Host (bad values are InputErrors)."""
+    import re
+    if driver is not None:
+        check_driver(driver)
+    g = None
+    if gpu is not None:
+        g = matrix.gpu(gpu)
+        if g is None:
+            raise InputError(f"--gpu {gpu!r} is not a GPU in the matrix (see `envgen matrix "
+                             f"show gpus`)")
+    if cc is not None:
+        check_cc(cc)
+    if g and cc and g.cc != cc:
+        raise InputError(f"--gpu {g.name} has compute capability {g.cc}, not {cc}")
+    if python is not None and not re.match(r"^3\.[0-9]{1,2}$", python):
+        raise InputError(f"--python {python!r} is not a Python version like 3.11")
+    sources = sources or "auto"
+    if sources not in POLICIES and not re.match(r"^https?://[A-Za-z0-9._~:/@%+-]+$", sources):
+        raise InputError(f"--sources {sources!r} must be auto, pypi, index or an https URL "
+                         f"of a PyPI mirror")
+    return Host(driver=driver, gpu=g, cc=cc or (g.cc if g else None), python=python,
+                sources=sources)
+
+
+@dataclass
+class _Candidate:
+    release: FrameworkRelease
+    variant: Variant
+    source: WheelSource
+    index_url: str | None
+    tier: int
+    reasons: list
+
+
+def _sources_for(m: Matrix, r: FrameworkRelease, v: Variant, policy: str):
+    """(WheelSource, index_url, tier, reason) options for this variant under the policy."""
+    on_pypi = "pypi" in v.sources   # torch: its one PyPI variant; JAX: every variant
+    index = next((m.wheel_source(s) for s in v.sources
+                  if m.wheel_source(s) and m.wheel_source(s).kind == "index"), None)
+    if policy.startswith("http"):
+        if on_pypi:
+            return (m.wheel_source("pypi"), policy, 0,
+                    f"wheels come from the PyPI mirror {policy} (--sources)")
+        return None
+    if on_pypi and policy in ("auto", "pypi"):
+        return (m.wheel_source("pypi"), None, 0,
+                f"PyPI's {r.version} wheel is the {v.name} build"
+                + (", and PyPI is preferred (sources=auto)" if policy == "auto" else
+                   " (sources=pypi)"))
+    if index and policy in ("auto", "index"):
+        why = (f"PyPI has no {v.name} build of {r.version}, so its wheels come from "
+               f"{index.url} (sources=auto)" if policy == "auto" else
+               f"wheels come from the per-variant index {index.url} (sources=index)")
+        return (index, index.url, 1, why)
+    return None
+
+
+def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package: str,
+                 needs_compat: str | None) -> tuple[BaseImage | None, str]:
+    python = spec.python or host.python
+    if spec.base:
+        b = m.base(spec.base)
+        if b is None:
+            raise InputError(f"spec {spec.text!r}: unknown base {spec.base!r} (known: "
+                             f"{', '.join(x.name for x in m.bases)})")
+        provided = dict(b.provides).get(package)
+        if provided and provided.split("+")[0] != r.version:
+            return None, f"base {b.name} provides {package} {provided}, not {r.version}"
+        if b.python not in r.pythons:
+            return None, f"base {b.name} has Python {b.python}, which {r.version} has no " \
+                         f"wheels for"
+        if python and b.python != python:
+            return None, f"base {b.name} has Python {b.python}, not {python}"
+        if short := r.python_short(b):
+            return None, f"{package} {short}"
+        return b, f"base {b.name} was asked for"
+    pool = [b for b in m.bases if b.kind != "framework" and b.python in r.pythons
+            and (python is None or b.python == python) and not r.python_short(b)]
+    if needs_compat:
+        pool = [b for b in pool if b.cuda_compat and b.cuda and V(b.cuda) >= V(needs_compat)]
+        if not pool:
+            return None, f"no base image ships cuda-compat {needs_compat}" \
+                         + (f" with Python {python}" if python else "")
+        b = min(pool, key=lambda b: V(b.cuda))
+        return b, f"base {b.name} ({b.image}) carries cuda-compat {b.cuda} for forward " \
+                  f"compatibility"
+    defaults = [b for b in pool if b.default] or [b for b in pool if not b.cuda]
+    if not defaults:
+        want = f"Python {python}" if python else "a Python"
+        return None, f"no base offers {want} that {r.version} has wheels for " \
+                     f"({', '.join(r.pythons)})"
+    b = defaults[0]
+    why = f"base {b.name} is the first default base whose Python ({b.python}) " \
+          f"{r.version} supports"
+    if python:
+        why = f"base {b.name} provides the requested Python {python}"
+    return b, why
+
+
+def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
+              base: BaseImage) -> dict:
+    fw = m.framework(r.framework)
+    provided = dict(base.provides)
+    if fw.package in provided:
+        # The base's vendor chose the framework build and its CUDA libraries.
+        return provided
+    local = f"+{v.name}" if cand.tier == 1 and v.name != r.pypi_variant else ""
+    pins = {v.package or fw.package: r.version + local}
+    for name, ver in r.companions:
+        pins[name] = ver + local
+    pins.update(dict(v.packages))
+    return pins
+
+
+def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
+    if spec.python and host.python and spec.python != host.python:
+        raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
+                         f"{host.python}")
+    from .over import lead_spec, no_release, resolve_over, two_frameworks
+    if spec.also and not m.framework(spec.framework).builds_on:
+        for name, _ in spec.also:
+            if not m.framework(name).builds_on:   # two frameworks, each with CUDA of its own
+                raise two_frameworks(m, spec, name, lambda s: resolve(m, s, host))
+    spec = lead_spec(m, spec)
+    fw = m.framework(spec.framework)
+    if fw.builds_on:
+        return resolve_over(m, spec, host, lambda s, h: resolve(m, s, h))
+    if spec.also:
+        raise InputError(f"spec {spec.text!r}: {fw.name} takes no other framework in the "
+                         f"same spec")
+    releases = [r for r in m.releases_of(fw.name)
+                if spec.specifier.contains(r.version, prereleases=True)]
+    if not releases:
+        raise no_release(m, fw, spec)
+    rejected: list[tuple[FrameworkRelease, Variant, str]] = []
+    found: list[tuple[_Candidate, BaseImage, str | None]] = []
+    for r in releases:
+        for v in r.variants:
+            if spec.variant and v.name != spec.variant:
+                continue
+            if not spec.variant and v.name == "cpu":
+                continue
+            src = _sources_for(m, r, v, host.sources)
+            if src is None:
+                rejected.append((r, v, f"{r.version} {v.name} is not available from "
+                                       f"sources={host.sources}"))
+                continue
+            cand = _Candidate(r, v, src[0], src[1], src[2], [src[3]])
+            cuda = m.cuda_release(v.cuda) if v.cuda else None
+            how = None
+            if cuda and host.driver:
+                verdict = driver_runs(m, cuda, host.driver, host.gpu)
+                if not verdict.ok:
+                    rejected.append((r, v, verdict.why))
+                    continue
+                how = verdict.how
+                cand.reasons.append(verdict.why)
+            if host.cc and cuda:
+                k = kernels_for(v, host.cc, how)
+                if not k.ok:
+                    rejected.append((r, v, k.why))
+                    continue
+                cand.reasons.append(k.why)
+            needs_compat = cuda.short if how == FORWARD else None
+            base, base_why = _choose_base(m, spec, r, host, fw.package, needs_compat)
+            if base is None:
+                rejected.append((r, v, base_why))
+                continue
+            cand.reasons.append(base_why)
+            found.append((cand, base, how))
+    if not found:
+        raise _unsatisfiable(m, spec, host, rejected)
+    # Preference, most important first: PyPI before an index (sources=auto), the newest
+    # release, native before minor-version before forward compatibility, the newest CUDA.
+    found.sort(key=lambda f: V(f[0].variant.cuda or "0"), reverse=True)
+    found.sort(key=lambda f: {None: 0, "native": 0, MINOR: 1}.get(f[2], 2))
+    found.sort(key=lambda f: V(f[0].release.version), reverse=True)
+    found.sort(key=lambda f: f[0].tier)
+    cand, base, how = found[0]
+    return _stack(m, spec, host, cand, base, how)
+
+
+def _vendor_libraries(m, v, base, cuda):
+    """On a base that provides the framework, the CUDA libraries in the image are its
+    vendor's, not the variant's pins: the versions the base lists for the variant's
+    nvidia-* packages, else unknown (None: certification reads what loads, compares
+    nothing). (cuda release, cuDNN, NCCL)."""
+    provided = dict(base.provides)
+
+    def of(prefix):
+        name = next((n for n, _ in v.packages if n.startswith(prefix)), None)
+        return provided.get(name) if name else None
+    runtime = of("nvidia-cuda-runtime")
+    # the CUDA releases that ship that cudart: the first (oldest) is the one it was made for
+    vendor = next((c for c in m.cuda if runtime and c.runtime == runtime.split("+")[0]), None)
+    return vendor or cuda, of("nvidia-cudnn"), of("nvidia-nccl")
+
+
+def _stack(m, spec, host, cand, base, how) -> Stack:
+    r, v = cand.release, cand.variant
+    fw = m.framework(r.framework)
+    cuda = m.cuda_release(v.cuda) if v.cuda else None
+    cudnn, nccl = v.cudnn, v.nccl
+    if dict(base.provides).get(fw.package) and v.packages:
+        cuda, cudnn, nccl = _vendor_libraries(m, v, base, cuda)
+    reasons = [f"{fw.package} {r.version} is the newest release matching "
+               f"{spec.describe()} that satisfies every constraint", *cand.reasons]
+    fc_branches, fc_classes = (), ()
+    if cuda and base.cuda_compat:
+        fc = next((f for f in m.forward_compat if f.cuda == cuda.short), None)
+        if fc:
+            fc_branches, fc_classes = fc.branches, fc.gpu_classes
+    req = require_cuda.make(cuda.major, fc_branches, fc_classes) if cuda else None
+    if cuda:
+        floor = m.cuda_major(cuda.major)
+        reasons.append(f"CUDA {cuda.version} runs on drivers from {floor.minimum_driver} "
+                       f"(minor-version compatibility) and natively from "
+                       f"{cuda.toolkit_driver}")
+    if dict(base.provides).get(fw.package):
+        reasons.append(f"the base {base.name} provides {fw.package} "
+                       f"{dict(base.provides)[fw.package]}; nothing is installed over it")
+    if v.inferred_why:
+        reasons.append(f"the {v.name} variant of {fw.package} {r.version} rests on inferred "
+                       f"facts: {v.inferred_why}")
+    if v.name != "cpu" and host.driver is None:
+        reasons.append("no --driver given: the stack was not checked against a host driver")
+    return Stack(
+        stack=f"{fw.name}-{v.name}", framework=fw.name, framework_package=fw.package,
+        version=r.version, variant=v.name, python=base.python,
+        cuda=cuda.short if cuda else None, cuda_release=cuda.version if cuda else None,
+        cudnn=cudnn, nccl=nccl, packages=tuple(_packages(m, r, v, cand, base).items()),
+        base=base, wheel_source=cand.source.name, index_url=cand.index_url,
+        driver_minimum=m.cuda_major(cuda.major).minimum_driver if cuda else None,
+        driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,
+        compute_capabilities=v.compute_capabilities, ptx=v.ptx,
+        forward_compat=how == FORWARD, smoke=fw.smoke, reasons=tuple(reasons),
+        matrix_sha256=m.sha256, companions=fw.companions, licenses=_licenses(r, v))
+
+
+def _licenses(r: FrameworkRelease, v: Variant) -> str:
+    """The release's licence, its companions' where known and, for a CUDA variant, the CUDA
+    libraries'; "" when the release's or the CUDA libraries' is unknown: a list without
+    them would understate what the image holds."""
+    if not r.license or (v.cuda and not v.license):
+        return ""
+    return join_licenses([r.license, *dict(r.companion_licenses).values(),
+                          v.license if v.cuda else ""])
+
+
+def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:
+    fw = m.framework(spec.framework)
+    if not rejected:
+        names = sorted({v.name for r in m.releases_of(fw.name) for v in r.variants})
+        return Unsatisfiable(f"no {fw.package} release in the matrix has a {spec.variant} "
+                             f"build matching {spec.describe()}",
+                             hints=[f"{fw.name}-{n}" for n in names][:5])
+    r, v, why = rejected[0]
+    hints = _nearest(m, spec, host)
+    return Unsatisfiable(f"{spec.describe()} cannot be met: {fw.package} {r.version} "
+                         f"{v.name}: {why}", hints=hints)
+
+
+def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
+    """Specs that would resolve, by relaxing one thing at a time."""
+    from ..core.record import replace as dc_replace
+    tries: list[tuple[Spec, Host]] = []
+    fw = m.framework(spec.framework)
+    if host.sources != "index":
+        tries.append((spec, dc_replace(host, sources="index")))
+    if spec.variant:
+        plain = Spec(text=fw.package, framework=fw.name, specifier=spec.specifier,
+                     python=spec.python, base=spec.base)
+        tries.append((plain, host))
+    if str(spec.specifier):
+        any_version = Spec(text=f"{fw.name}", framework=fw.name,
+                           specifier=type(spec.specifier)(""), variant=spec.variant,
+                           python=spec.python, base=spec.base)
+        tries.append((any_version, host))
+    if spec.python or host.python:
+        tries.append((dc_replace(spec, python=None), dc_replace(host, python=None)))
+    last = m.gpu_last_branch(host.gpu) if host.gpu and host.driver else None
+    branch = m.driver_branch_of(last[0]) if last else None
+    if branch and int(host.driver.split(".")[0]) > int(branch.branch):
+        # the GPU's last branch, at its newest release, may still run a CUDA build
+        tries.append((spec, dc_replace(host, driver=branch.latest)))
+    if host.driver and spec.variant != "cpu":
+        # a driver no CUDA build runs on still runs the CPU build (no driver: no recursion)
+        tries.append((dc_replace(spec, variant="cpu"), dc_replace(host, driver=None)))
+    out = []
+    for s, h in tries:
+        try:
+            st = resolve(m, s, h)
+        except (Unsatisfiable, InputError):
+            continue
+        text = f"{fw.package}=={st.version},variant={st.variant}"
+        if s.python or h.python:
+            text += f",python={st.python}"
+        if h.sources != host.sources:
+            text += f" --sources {h.sources}"
+        if h.driver and h.driver != host.driver:
+            text += f" --driver {h.driver}"
+        if text not in out:
+            out.append(text)
+    return out[:3]

@@ -1,0 +1,138 @@
+"""Apptainer, the container runtime of HPC sites (no daemon): the only module that runs it.
+`apptainer` on PATH, or the program ENVGEN_APPTAINER names (tools/apptainer.sh on a host
+whose distribution has none). Every call is bounded in time and its process group is ended
+on every exit path, Ctrl-C included."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import threading
+from pathlib import Path
+
+from ..core.errors import EnvironmentMissing, InputError
+
+SIF_MAGIC = b"SIF_MAGIC"   # at offset 32, after the launch script line (the SIF spec)
+BINDS_ENV = "ENVGEN_APPTAINER_BINDS"   # folders a wrapper must show inside (one a line)
+
+
+def command() -> list[str]:
+    named = os.environ.get("ENVGEN_APPTAINER")
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise EnvironmentMissing(f"ENVGEN_APPTAINER={named!r} is not an executable file")
+        return [os.path.abspath(named)]
+    found = shutil.which("apptainer")
+    if not found:
+        raise EnvironmentMissing("apptainer is not installed (not on PATH): install it, or "
+                                 "set ENVGEN_APPTAINER to a program that runs it "
+                                 "(tools/apptainer.sh on Debian 12)")
+    return [found]
+
+
+def _end(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(args: list[str], timeout: float, binds: tuple[str, ...] = (), cwd: str | None = None,
+        on_stderr_line=None) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `apptainer ARGS`; TimeoutError past `timeout` s."""
+    from .docker import die_with_parent
+    env = dict(os.environ)
+    if binds:
+        env[BINDS_ENV] = "\n".join(binds)
+    proc = subprocess.Popen([*command(), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", cwd=cwd, env=env, start_new_session=True,
+                            preexec_fn=die_with_parent)
+    out: list[str] = []
+    err: list[str] = []
+
+    def pump(stream, into, each=None):
+        for line in stream:
+            into.append(line)
+            if each:
+                each(line)
+    readers = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err, on_stderr_line),
+                                daemon=True)]
+    for t in readers:
+        t.start()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _end(proc)
+        raise TimeoutError(f"apptainer {args[0]} did not finish within {timeout:.0f} s") \
+            from None
+    finally:
+        _end(proc)
+        for t in readers:
+            t.join(5)
+    return proc.returncode, "".join(out), "".join(err)
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " ".join(lines[-1].split())[:300] if lines else "no output"
+
+
+def version() -> str:
+    code, out, err = run(["--version"], 60)
+    if code != 0:
+        raise EnvironmentMissing(f"apptainer --version failed: {last_line(err or out)}")
+    return out.strip().removeprefix("apptainer version ").strip()
+
+
+def check_sif(path: Path) -> Path:
+    """`path` as an absolute path when it is a regular file that starts as a SIF does;
+    else InputError naming it."""
+    p = Path(os.path.abspath(path))
+    try:
+        if not p.is_file():
+            raise InputError(f"{path}: no such SIF file" if not p.exists() else
+                             f"{path}: not a regular file")
+        with open(p, "rb") as f:
+            head = f.read(128)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if head[32:41] != SIF_MAGIC:
+        raise InputError(f"{path}: not a SIF file (no SIF header)")
+    # The global header's data offset and size (little-endian int64s at 112 and 120):
+    # a file shorter than their sum lost its end.
+    end = sum(struct.unpack("<2q", head[112:128])) if len(head) == 128 else None
+    if end is None or size < end:
+        raise InputError(f"{path}: a truncated SIF ({size} bytes of the "
+                         f"{end if end is not None else 'more than 128'} its header names)")
+    return p
+
+
+def labels(sif: Path, timeout: float = 120) -> dict:
+    """The labels a SIF carries (a Docker image's labels come along into it)."""
+    try:
+        code, out, err = run(["inspect", "--json", "--labels", str(sif)], timeout,
+                             binds=(str(sif.parent),))
+    except TimeoutError:
+        raise InputError(f"{sif}: apptainer inspect took longer than {timeout:.0f} s") \
+            from None
+    if code != 0:
+        raise InputError(f"{sif}: apptainer cannot read it ({last_line(err or out)}); a "
+                         f"truncated or damaged SIF?")
+    try:
+        found = json.loads(out)["data"]["attributes"]["labels"]
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{sif}: apptainer inspect printed no labels") from None
+    return found if isinstance(found, dict) else {}

@@ -1,0 +1,363 @@
+"""The Docker edge: the SDK for images and containers, a BuildKit-capable CLI for builds.
+docker-py cannot drive BuildKit (docker/docker-py#2230), so builds shell out."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..core import home as state
+from ..core.errors import EnvironmentMissing, InputError
+from ..core.model import Stack
+from ..matrix.wire import stack_from_labels
+
+START_HINT = ("start it with `setsid dockerd >/tmp/dockerd.log 2>&1 &` as root (after "
+              "`apt-get install -y docker.io`), or `sudo systemctl start docker`")
+
+
+PING_S = 15.0    # a daemon that accepts and never answers is given up after this
+CALL_S = 120.0   # the bound on any one later call (reads of a stream included)
+OWNER_LABEL = "io.envgen.owner"        # HOST:PID of the envgen that started a container
+DEADLINE_LABEL = "io.envgen.deadline"  # epoch seconds after which it has no business running
+PIDNS_LABEL = "io.envgen.pidns"        # the owner's PID namespace: its pid means nothing outside
+CALL_LABEL = "io.envgen.call"          # one run_to_end's token: finds a container half-created
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    """A timeout from the environment (ENVGEN_DOCKER_TIMEOUT and friends), or the default."""
+    raw = os.environ.get(name, "")
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:
+        raise InputError(f"{name}={raw[:40]!r} must be a number of seconds from 1 to 86400")
+    return value
+
+
+def docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _causes(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def unreachable(e: BaseException, waited: float) -> EnvironmentMissing:
+    """The one sentence for a daemon that cannot be talked to, naming why."""
+    host = docker_host()
+    chain = list(_causes(e))
+    if any(isinstance(x, PermissionError) for x in chain):
+        return EnvironmentMissing(
+            f"permission denied on the Docker socket {host}: run envgen as a member of the "
+            f"docker group (`sudo usermod -aG docker $USER`, then log in again) or as root")
+    if any("timeout" in type(x).__name__.lower() or "timed out" in str(x).lower()
+           for x in chain):
+        return EnvironmentMissing(
+            f"the Docker daemon at {host} accepted the connection but did not answer within "
+            f"{waited:g} s (ENVGEN_DOCKER_PING_TIMEOUT); restart it, or check what holds it")
+    return EnvironmentMissing(f"no Docker daemon answers at {host} ({type(chain[-1]).__name__})"
+                              f"; {START_HINT}")
+
+
+def daemon_failed(e: BaseException) -> EnvironmentMissing | None:
+    """A docker SDK or transport error that reached the shell, as one sentence (exit 3), or
+    None when `e` is not one. A daemon that answered ping may still fail later (HTTP 500)."""
+    mod = type(e).__module__ or ""
+    if not mod.startswith(("docker", "requests", "urllib3")):
+        return None
+    chain = list(_causes(e))
+    if any("timeout" in type(x).__name__.lower() for x in chain):
+        return EnvironmentMissing(f"the Docker daemon at {docker_host()} stopped answering "
+                                  f"(no reply within ENVGEN_DOCKER_TIMEOUT s)")
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    what = getattr(e, "explanation", None) or str(e)
+    what = " ".join(str(what).split())[:200]
+    if status:
+        return EnvironmentMissing(f"the Docker daemon at {docker_host()} failed a request "
+                                  f"(HTTP {status}: {what})")
+    return EnvironmentMissing(f"the Docker daemon at {docker_host()} failed: {what}")
+
+
+def client():
+    """A docker SDK client that has answered a ping, or EnvironmentMissing (exit 3). The
+    first calls (API version, ping) wait PING_S at most; every later call CALL_S
+    (ENVGEN_DOCKER_PING_TIMEOUT, ENVGEN_DOCKER_TIMEOUT). Containers that a killed envgen
+    left behind are removed here, so every command that talks to the daemon reaps them."""
+    import docker
+    ping = seconds_from_env("ENVGEN_DOCKER_PING_TIMEOUT", PING_S)
+    call = seconds_from_env("ENVGEN_DOCKER_TIMEOUT", CALL_S)
+    try:
+        c = docker.from_env(timeout=ping)
+        c.ping()
+    except Exception as e:  # DockerException, requests' and OSError variants
+        raise unreachable(e, ping) from e
+    c.api.timeout = call
+    reap(c)
+    return c
+
+
+def owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace (two CI containers may share a host name and pids)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
+    """Whether a container labelled by envgen has outlived what started it: its envgen
+    (on this host) is gone, or its deadline has passed."""
+    host = host or socket.gethostname()
+    try:
+        if float(labels.get(DEADLINE_LABEL, "inf")) < now:
+            return True
+    except ValueError:
+        return True
+    who, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
+    if labels.get(PIDNS_LABEL, "") != pid_namespace():
+        return False   # another namespace's pid cannot be checked from here: the deadline decides
+    return who == host and pid.isdigit() and not state.pid_alive(int(pid))
+
+
+def _remove_labelled(c, token: str) -> None:
+    try:
+        for ct in c.containers.list(all=True, filters={"label": f"{CALL_LABEL}={token}"}):
+            ct.remove(force=True)
+    except Exception:  # the daemon is gone too: the next envgen's reap() removes it
+        pass
+
+
+def reap(c) -> list[str]:
+    """Remove envgen's containers whose envgen was killed (SIGKILL leaves no chance to clean
+    up) or that ran past their deadline. Returns their IDs; never fails the command."""
+    removed = []
+    try:
+        for ct in c.containers.list(all=True, filters={"label": OWNER_LABEL}):
+            if orphaned(ct.labels or {}, time.time()):
+                ct.remove(force=True)
+                removed.append(ct.id)
+    except Exception:  # reaping is housekeeping: a daemon fault shows in the real call
+        pass
+    return removed
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when envgen dies, SIGKILL included, so no
+    `docker build` outlives the envgen that started it (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass(frozen=True)
+class BuildCli:
+    """How to run a BuildKit build from the command line."""
+
+    argv: tuple[str, ...]       # e.g. ("docker", "buildx", "build", "--load")
+    env: tuple[tuple[str, str], ...]
+    describe: str
+
+
+def _run(argv, env=None, timeout=20) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+@lru_cache(maxsize=1)
+def buildkit_cli() -> BuildCli | None:
+    """The first docker CLI that can build with BuildKit: buildx, or a pre-23 client whose
+    `docker build` still takes DOCKER_BUILDKIT=1. None when there is no such client."""
+    seen, candidates = set(), []
+    for c in (os.environ.get("ENVGEN_DOCKER"), shutil.which("docker"), "/usr/bin/docker",
+              "/usr/local/bin/docker"):
+        if c and os.path.exists(c) and os.path.realpath(c) not in seen:
+            seen.add(os.path.realpath(c))
+            candidates.append(c)
+    for docker in candidates:
+        r = _run([docker, "buildx", "version"])
+        if r and r.returncode == 0:
+            return BuildCli((docker, "buildx", "build", "--load"), (), f"{docker} buildx")
+    for docker in candidates:
+        r = _run([docker, "version", "--format", "{{.Client.Version}}"])
+        if r and r.stdout.strip():
+            major = r.stdout.strip().split(".")[0]
+            if major.isdigit() and int(major) < 23:
+                return BuildCli((docker, "build"), (("DOCKER_BUILDKIT", "1"),),
+                                f"{docker} build (DOCKER_BUILDKIT=1)")
+    return None
+
+
+def image_or_none(c, ref: str):
+    """The image `ref` names on this daemon, or None (a malformed reference names none)."""
+    import docker
+
+    from ..core.image import parse_image_ref
+    try:
+        parse_image_ref(ref)
+    except InputError:
+        return None
+    try:
+        return c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as e:
+        if "invalid reference" in str(e).lower():
+            return None
+        raise
+
+
+def remove_image(c, ref: str) -> None:
+    import docker
+    try:
+        c.images.remove(ref, force=True)
+    except docker.errors.ImageNotFound:
+        pass
+
+
+# The container's own time limit, run as its PID 1 by the image's python: it starts the
+# command in a process group of its own, and when the alarm fires (or docker stops it) it
+# kills that group and exits. So the command ends even when the envgen that waits for it
+# was killed. A handler is installed, so the alarm is not ignored as a PID 1's default
+# signals are; no docker-init is needed (some daemons lack one). Grandchildren that lose
+# their parent are reaped here too.
+_LIMIT = """
+import os, signal, sys
+limit, argv = int(sys.argv[1]), sys.argv[2:]
+child = os.fork()
+if child == 0:
+    os.setpgid(0, 0)
+    os.execvp(argv[0], argv)
+def stop(signum, _frame):
+    try:
+        os.killpg(child, signal.SIGKILL if signum == signal.SIGALRM else signum)
+    except ProcessLookupError:
+        pass
+    if signum == signal.SIGALRM:
+        sys.stderr.write(f"envgen: the container's own time limit of {limit} s ended it\\n")
+        os._exit(128 + signum)
+for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, stop)
+signal.alarm(limit)
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        os._exit(1)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+"""
+GRACE_S = 30
+
+
+def _follow(container, on_line):
+    """Hand each line the container writes to stderr to `on_line`, as it comes, from a
+    thread; best effort (a stream that breaks just stops the live lines: the whole output
+    is read again once the container ends)."""
+    import threading
+
+    def pump():
+        import signal
+        # Signals go to the main thread, whose wait() they must interrupt: none lands here.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        pending = b""
+        try:
+            for chunk in container.logs(stdout=False, stderr=True, stream=True, follow=True):
+                *done, pending = (pending + chunk).split(b"\n")
+                for raw in done:
+                    on_line(raw.decode("utf-8", "replace"))
+        except Exception:  # the daemon closed the stream, or a read timed out: no more lines
+            pass
+    t = threading.Thread(target=pump, name="envgen-follow", daemon=True)
+    t.start()
+    return t
+
+
+def run_to_end(c, image: str, command: list[str], timeout: float, before_start=None,
+               labels: dict | None = None, on_stderr_line=None,
+               **create_kwargs) -> tuple[int, str, str]:
+    """Run `command` (its first word a program on the image's PATH; the image has python)
+    in a new container of `image` and return (exit code, stdout, stderr). Past `timeout` s
+    the container is killed and TimeoutError raised; past timeout + GRACE_S it ends itself.
+    It is removed on every path, Ctrl-C and SIGTERM included; after a SIGKILL the next
+    envgen removes it (`reap`). `before_start(container)` may inspect it first;
+    `on_stderr_line(text)` sees the container's stderr line by line while it runs."""
+    limit = int(timeout) + GRACE_S
+    token = os.urandom(8).hex()
+    labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
+              DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S), CALL_LABEL: token}
+    try:
+        container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
+                                                        *command],
+                                        detach=True, labels=labels, **create_kwargs)
+    except BaseException:
+        # The daemon may have made it before the answer came back (a signal while docker-py
+        # reads the reply or inspects the new container): no handle yet, so find it by token.
+        _remove_labelled(c, token)
+        raise
+    try:
+        if before_start is not None:
+            before_start(container)
+        container.start()
+        follower = _follow(container, on_stderr_line) if on_stderr_line else None
+        try:
+            code = int(container.wait(timeout=timeout).get("StatusCode", -1))
+        except Exception as e:  # requests' ReadTimeout and friends
+            if "timed out" not in str(e).lower() and "timeout" not in type(e).__name__.lower():
+                raise
+            container.kill()
+            raise TimeoutError(f"no exit within {timeout} s") from None
+        if follower is not None:
+            follower.join(timeout=5)
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        return code, stdout, stderr
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+
+
+@dataclass(frozen=True)
+class Target:
+    image_id: str
+    tags: tuple[str, ...]
+    stack: Stack
+    env: dict
+    user: str
+    labels: dict
+    repo_digests: tuple[str, ...]
+
+
+def inspect_target(c, ref: str) -> Target:
+    """The image `ref` names on this daemon with the Stack its label carries, checked."""
+    img = image_or_none(c, ref)
+    if img is None:
+        raise InputError(f"no image {ref!r} on this Docker daemon (build it with "
+                         f"`envgen build SPEC`)")
+    cfg = img.attrs.get("Config") or {}
+    labels = cfg.get("Labels") or {}
+    stack = stack_from_labels(labels, f"image {ref}")
+    env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
+    return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
+                  tuple(img.attrs.get("RepoDigests") or ()))

@@ -1,0 +1,243 @@
+"""The run profile: how a training container starts. Certification starts the payload with it,
+`envgen run` and the devcontainer start the user's command with it, and `envgen profile`
+writes it out for `docker run`, a Compose service or a Kubernetes pod; every form is made
+from the one `Profile` here, so none can drift from what was certified.
+
+- Shared memory: a DataLoader's workers hand batches over /dev/shm, and Docker's default
+  of 64 MB kills them with a bus error; NCCL uses it too. 8 GB.
+- `--ulimit memlock=-1` (pinned host memory, RDMA) and `--ulimit stack=67108864`, the
+  flags NVIDIA's NGC containers are run with (NVIDIA Containers For Deep Learning
+  Frameworks User Guide, "Running A Container":
+  https://docs.nvidia.com/deeplearning/frameworks/user-guide/index.html).
+- NCCL's NVLink multicast off (it hangs in many containers), no capabilities, no new
+  privileges, and a non-root user.
+- The GPUs and how they reach the container (gpu_access)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import gpu_access
+
+SHM_SIZE = "8g"
+SHM_BYTES = 8 * 2**30
+ULIMITS = (("memlock", -1, -1), ("stack", 67108864, 67108864))   # (name, soft, hard)
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}
+NOBODY = "65534:65534"
+FORMATS = ("docker", "compose", "kubernetes", "json")
+
+
+def user_for(image_user: str) -> str:
+    """The user a container runs as: the image's own, unless that is root."""
+    return image_user if image_user not in ("", "root", "0", "0:0") else NOBODY
+
+
+@dataclass(frozen=True)
+class Profile:
+    gpu_mode: str = "none"                 # toolkit | cdi | devices | none
+    gpus: tuple[int, ...] = ()
+    all_gpus: bool = False                 # every GPU of the host (`envgen profile`)
+    user: str = NOBODY
+    network: bool = False                  # False: no network (certification)
+    env: tuple[tuple[str, str], ...] = ()  # beyond NCCL_ENV (the driver's folders, ...)
+    shm_size: str = SHM_SIZE
+    ulimits: tuple[tuple[str, int, int], ...] = ULIMITS
+    refused: tuple[str, ...] = ()          # ulimits this host's daemon could not set
+    plan: gpu_access.GpuPlan | None = field(default=None, compare=False, repr=False)
+
+    def environment(self) -> dict:
+        return {**NCCL_ENV, **dict(self.env)}
+
+    def to_json(self) -> dict:
+        """What a certificate records of how its container started."""
+        return {"shm_size": self.shm_size, "ipc": None,
+                "ulimits": {n: {"soft": s, "hard": h} for n, s, h in self.ulimits},
+                "gpu_access": self.gpu_mode,
+                "gpus": "all" if self.all_gpus else list(self.gpus), "user": self.user,
+                "network": "default" if self.network else "none",
+                "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
+                "environment": self.environment(), "ulimits_refused": list(self.refused)}
+
+    def without(self, names) -> Profile:
+        """This profile without the ulimits `names` (the daemon refused them), noted."""
+        from dataclasses import replace
+        return replace(self, ulimits=tuple(u for u in self.ulimits if u[0] not in names),
+                       refused=(*self.refused, *sorted(names)))
+
+    # ---- docker-py (certification) -------------------------------------------------------
+    def docker_kwargs(self) -> dict:
+        """containers.run keyword arguments, the GPU plan's included."""
+        import docker
+        kw = {k: v for k, v in (self.plan.run_kwargs if self.plan else {}).items()
+              if k != "environment"}
+        return dict(user=self.user, environment=self.environment(), cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"], shm_size=self.shm_size,
+                    ulimits=[docker.types.Ulimit(name=n, soft=s, hard=h)
+                             for n, s, h in self.ulimits],
+                    **({} if self.network else {"network_mode": "none"}), **kw)
+
+    # ---- docker CLI (envgen run, envgen profile --format docker, the devcontainer) ----------
+    def habit_flags(self) -> list[str]:
+        """The flags every training container needs, whatever starts it."""
+        flags = ["--shm-size", self.shm_size]
+        for name, soft, hard in self.ulimits:
+            flags += ["--ulimit", f"{name}={soft}" if soft == hard else f"{name}={soft}:{hard}"]
+        return flags
+
+    def docker_flags(self) -> list[str]:
+        flags = [*self.habit_flags(), "--cap-drop", "ALL", "--security-opt",
+                 "no-new-privileges", "--user", self.user]
+        if not self.network:
+            flags += ["--network", "none"]
+        flags += self.gpu_flags()
+        for key, value in self.environment().items():
+            flags += ["-e", f"{key}={value}"]
+        return flags
+
+    def gpu_flags(self) -> list[str]:
+        if self.gpu_mode == "none" or not (self.gpus or self.all_gpus):
+            return []
+        if self.gpu_mode == "toolkit":
+            if self.all_gpus:
+                return ["--gpus", "all"]
+            ids = ",".join(str(i) for i in self.gpus)
+            return ["--gpus", f'"device={ids}","capabilities=compute,utility"']
+        if self.gpu_mode == "cdi":
+            ids = ["all"] if self.all_gpus else self.gpus
+            return [f for i in ids for f in ("--device", f"nvidia.com/gpu={i}")]
+        kw = self.plan.run_kwargs if self.plan else {}
+        flags = [f for d in kw.get("devices", []) for f in ("--device", d)]
+        for src, spec in kw.get("volumes", {}).items():
+            flags += ["-v", f"{src}:{spec['bind']}:{spec['mode']}"]
+        return flags
+
+    # ---- other forms ----------------------------------------------------------------------
+    def compose(self, image: str, name: str) -> dict:
+        """A Compose service (the Compose Specification's shm_size, ulimits, and a device
+        reservation for the GPUs)."""
+        svc = {"image": image, "shm_size": self.shm_size,
+               "ulimits": {n: s if s == h else {"soft": s, "hard": h}
+                           for n, s, h in self.ulimits},
+               "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
+               "user": self.user, "environment": self.environment()}
+        if not self.network:
+            svc["network_mode"] = "none"
+        if self.gpus or self.all_gpus:
+            which = {"count": "all"} if self.all_gpus else {
+                "device_ids": [str(i) for i in self.gpus]}
+            dev = {"driver": "nvidia", **which, "capabilities": ["gpu", "compute", "utility"]}
+            if self.gpu_mode == "cdi":
+                ids = ["all"] if self.all_gpus else self.gpus
+                dev = {"driver": "cdi", "device_ids": [f"nvidia.com/gpu={i}" for i in ids]}
+            svc["deploy"] = {"resources": {"reservations": {"devices": [dev]}}}
+        return {"services": {name: svc}}
+
+    def kubernetes(self, image: str, name: str) -> dict:
+        """A pod spec fragment: /dev/shm as a memory-backed emptyDir of the same size, the
+        GPUs through the NVIDIA device plugin's nvidia.com/gpu resource. A pod spec has no
+        ulimits: they are the container runtime's (see `notes`)."""
+        from ..core.image import UID
+        user = f"{UID}:{UID}" if self.user == "envgen" else self.user   # the image's user
+        uid, _, gid = user.partition(":")
+        sec = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        if uid.isdigit():
+            sec["runAsUser"] = int(uid)
+            if gid.isdigit():
+                sec["runAsGroup"] = int(gid)
+        else:
+            sec["runAsNonRoot"] = True
+        container = {"name": name, "image": image,
+                     "env": [{"name": k, "value": v} for k, v in self.environment().items()],
+                     "securityContext": sec,
+                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+        if self.gpus or self.all_gpus:
+            container["resources"] = {"limits": {"nvidia.com/gpu": max(1, len(self.gpus))}}
+        size = self.shm_size.upper().rstrip("B")
+        return {"spec": {"containers": [container],
+                         "volumes": [{"name": "dshm", "emptyDir": {
+                             "medium": "Memory", "sizeLimit": f"{size[:-1]}{size[-1]}i"}}]}}
+
+    def notes(self, fmt: str) -> list[str]:
+        if fmt != "kubernetes":
+            return []
+        limits = ", ".join(f"{n}={s}" for n, s, _ in self.ulimits)
+        notes = [f"a pod spec cannot set ulimits ({limits}): set them in the container "
+                 f"runtime (containerd's systemd unit: LimitMEMLOCK=infinity, "
+                 f"LimitSTACK=67108864)"]
+        if self.all_gpus:
+            notes.append("nvidia.com/gpu is a count: 1 here; raise it to the GPUs the pod "
+                         "should get")
+        return notes
+
+
+# runc's "error setting rlimit type N": Linux's RLIMIT_* numbers of the ulimits we set
+_RLIMIT = {"3": "stack", "8": "memlock"}
+
+
+def refused_by(message: str, profile: Profile) -> set[str]:
+    """The ulimits a daemon's error says it could not set (a daemon without CAP_SYS_RESOURCE
+    cannot raise a hard limit above its own): empty when the error is about something else."""
+    import re
+    if "error setting rlimit" not in message:
+        return set()
+    mine = {n for n, _, _ in profile.ulimits}
+    named = {_RLIMIT.get(n) for n in re.findall(r"rlimit type (\d+)", message)} & mine
+    return named or mine
+
+
+def settle(profile: Profile, start):
+    """(profile, start(profile)); where the daemon cannot set one of its ulimits, started
+    again without it, and the profile says which it refused (docs/certification.md)."""
+    while True:
+        try:
+            return profile, start(profile)
+        except Exception as exc:
+            names = refused_by(str(exc), profile)
+            if not names:
+                raise
+            profile = profile.without(names)
+
+
+def refusal_fix(profile: Profile) -> str | None:
+    if not profile.refused:
+        return None
+    flags = " ".join(f"--ulimit {n}={s}" for n, s, _ in ULIMITS if n in profile.refused)
+    return (f"this host's Docker daemon could not set {flags} (its own hard limit is lower "
+            f"and it may not raise it): start dockerd with LimitMEMLOCK=infinity and "
+            f"LimitSTACK=infinity in its systemd unit")
+
+
+def for_container(plan: gpu_access.GpuPlan, image_user: str, image_env: dict,
+                  network: bool = False) -> Profile:
+    """The profile of a container on this host: the GPU plan's driver folders go in front of
+    the image's own search paths."""
+    env = []
+    for key, value in plan.run_kwargs.get("environment", {}).items():
+        mine = image_env.get(key)
+        env.append((key, f"{value}:{mine}" if mine else value))
+    return Profile(gpu_mode=plan.mode, gpus=tuple(plan.indices), user=user_for(image_user),
+                   network=network, env=tuple(env), plan=plan)
+
+
+def for_stack(cuda: bool, gpus: list[int] | None, mode: str, image_user: str) -> Profile:
+    """The profile of an image on another host (`envgen profile`), with the network: toolkit
+    or CDI GPUs for a CUDA stack (every GPU when `gpus` is None), none for a CPU one."""
+    if not cuda or mode == "none":
+        return Profile(user=user_for(image_user), network=True)
+    return Profile(gpu_mode=mode, gpus=tuple(gpus or ()), all_gpus=gpus is None,
+                   user=user_for(image_user), network=True)
+
+
+def render(profile: Profile, fmt: str, image: str, name: str, command=()) -> str:
+    """One of FORMATS as text: a docker command line, Compose or Kubernetes YAML, JSON."""
+    import shlex
+    if fmt == "docker":
+        return shlex.join(["docker", "run", "--rm", *profile.docker_flags(), image,
+                           *command]) + "\n"
+    if fmt == "json":
+        return json.dumps(profile.to_json(), indent=2) + "\n"
+    import yaml
+    doc = profile.compose(image, name) if fmt == "compose" else profile.kubernetes(image, name)
+    head = "".join(f"# {n}\n" for n in profile.notes(fmt))
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
