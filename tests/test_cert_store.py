@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from envgen.certs import certificate
 from envgen.certs import importing as cert_import
 from envgen.certs import store as certs
 from envgen.certs import trust as cert_trust
@@ -64,7 +65,7 @@ def test_the_key_is_image_profile_gpu_count_and_driver():
     assert certs.key_of(ONE) == (ONE["image_id"], "", "NVIDIA H200", 1, "580.159.04")
     assert certs.key_of(TWO)[2:] == ("NVIDIA H200", 2, "580.159.04")
     cpu = on(ONE, gpus=[])
-    assert certs.where(cpu) == {"gpu": None, "count": 0, "driver": None}
+    assert certificate.where(cpu) == {"gpu": None, "count": 0, "driver": None}
     assert certs.file_name(cpu) == ONE["image_id"][7:] + ".json"   # the name it always had
     names = {certs.file_name(c) for c in (ONE, TWO, on(ONE, driver="570.195.03"),
                                           on(ONE, gpus=["NVIDIA H100 80GB HBM3"]))}

@@ -482,14 +482,32 @@ def test_a_newer_run_cancels_only_a_pull_requests_older_run():
                                                  "cancel-in-progress": False}
 
 
-def test_every_action_is_at_its_current_major():
-    current = {ci.CHECKOUT, ci.SETUP_PYTHON, ci.UPLOAD_ARTIFACT, ci.DOWNLOAD_ARTIFACT,
-               ci.DOCKER_LOGIN, ci.CREATE_PULL_REQUEST}
-    assert current == {"actions/checkout@v7", "actions/setup-python@v7",
-                       "actions/upload-artifact@v7", "actions/download-artifact@v8",
-                       "docker/login-action@v4", "peter-evans/create-pull-request@v8"}
+def test_every_action_runs_by_the_commit_of_its_current_release_with_the_tag_beside_it():
+    import re
+    majors = {"actions/checkout": "v7", "actions/setup-python": "v7",
+              "actions/upload-artifact": "v7", "actions/download-artifact": "v8",
+              "docker/login-action": "v4", "peter-evans/create-pull-request": "v8"}
+    assert {a: tag.split(".")[0] for a, (_, tag) in ci.ACTIONS.items()} == majors
+    pinned = {f"{a}@{commit}" for a, (commit, _) in ci.ACTIONS.items()}
+    texts = {"build": ci.github_workflow(["pytorch-cu121"], envgen_source=GIT),
+             "refresh": ci.refresh_workflow(envgen_source=GIT)}
+    for name, text in texts.items():
+        assert uses(yaml.safe_load(text)) <= pinned, name
+        lines = [line.strip() for line in text.splitlines() if "uses:" in line]
+        assert lines, name
+        for line in lines:   # zizmor's unpinned-uses: a commit, never a tag or a branch
+            m = re.fullmatch(r"(?:- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v[0-9.]+)", line)
+            assert m, line
+            assert ci.ACTIONS[m[1]] == (m[2], m[3]), line
+
+
+def test_no_checkout_leaves_the_token_in_the_git_config():
+    """zizmor's artipacked: checkout persists the job's token in .git/config unless told."""
     for w in both_workflows().values():
-        assert uses(w) <= current
+        for j in w["jobs"].values():
+            for s in j["steps"]:
+                if s.get("uses", "").startswith("actions/checkout@"):
+                    assert s["with"]["persist-credentials"] is False
 
 
 def test_a_failed_build_uploads_its_log_from_the_folder_envgen_writes_it_to(monkeypatch):

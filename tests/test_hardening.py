@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from envgen.certs import certificate
 from envgen.certs import store as certs
 from envgen.cli import main
 from envgen.core.errors import EnvironmentMissing, InputError
@@ -222,9 +223,9 @@ def _cert(profile="", passed=True, created="2026-12-01T00:00:00Z"):
 
 def test_a_run_with_other_parameters_is_another_certificate(monkeypatch, tmp_path):
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
-    assert certs.profile_of("cuda", True, None, False) == ""
-    assert certs.profile_of("cpu", False, None, False) == ""
-    assert certs.profile_of("cpu", True, 3, True) == "cpu-steps3-multi-gpu"
+    assert certificate.profile_of("cuda", True, None, False) == ""
+    assert certificate.profile_of("cpu", False, None, False) == ""
+    assert certificate.profile_of("cpu", True, 3, True) == "cpu-steps3-multi-gpu"
     good = certs.save(_cert())
     worse = certs.save(_cert("steps3", passed=False, created="2026-12-02T00:00:00Z"))
     assert good != worse and good.exists() and worse.exists()

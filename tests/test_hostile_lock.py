@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
+from certificates import made
 
 from envgen.cli import main
 from envgen.core.errors import InputError
@@ -29,7 +31,7 @@ def lock_text(**change) -> dict:
              "requirements": [{"name": "six", "version": "1.16.0", "file":
                                "six-1.16.0-py2.py3-none-any.whl",
                                "hashes": ["sha256:" + "b" * 64]}],
-             "certificate": {"image_id": ID, "passed": True, "level": "cpu"}}
+             "certificate": made(image_id=ID, stack=copy.deepcopy(STACK), gpus=[])}
     return {"lock_version": 1, "created": "2026-12-01T00:00:00Z", "matrix_sha256": "x",
             "stacks": {"pytorch-cu121": entry}}
 
@@ -124,3 +126,15 @@ def test_a_symlink_in_a_matrix_folder_is_refused_and_its_target_never_printed(tm
     assert main(["--matrix", str(folder), "matrix", "validate"]) == 2
     err = capsys.readouterr().err
     assert "symbolic link" in err and "very-secret-hash" not in err
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(created="9999-01-01T00:00:00Z"), "after this host's clock"),
+    (dict(exit_code=1), "claims a pass but the payload exited 1"),
+    (dict(gpus=["H200\x1b]52;c;eA==\x07"]), "gpus summary"),
+])
+def test_a_certificate_in_a_lock_is_judged_as_every_door_judges_it(tmp_path, change, words):
+    data = lock_text()
+    data["stacks"]["pytorch-cu121"]["certificate"].update(change)
+    with pytest.raises(InputError, match=re.escape(words)):
+        read_lock(write(tmp_path, data))

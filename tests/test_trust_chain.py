@@ -435,3 +435,38 @@ def test_a_project_pin_the_stack_contradicts_names_its_line(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert f"envgen.yaml:5: project pins {name.lower()}==0.0.1" in err.replace(
         str(tmp_path) + "/", "")
+
+
+# ---- one certificate shape -----------------------------------------------------------------
+
+def test_the_pod_completes_its_template_as_certificate_finish_does():
+    """fleet/pod.py runs in an image without envgen: the keys it adds to its template must
+    be those certificate.finish adds to certificate.head, or a Kubernetes certificate would
+    have another shape than a Docker or Apptainer one."""
+    import ast
+    import time
+
+    from envgen.certs import certificate
+    from envgen.fleet import pod
+    tree = ast.parse(Path(pod.__file__).read_text())
+    built = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                 and getattr(n.targets[0], "id", "") == "cert")
+    pod_keys = {k.value for k in built.keys if k is not None}
+    start = {"schema": 1}
+    done = certificate.finish(start, report={"passed": True}, code=0, host={},
+                              started=time.monotonic())
+    assert pod_keys == set(done) - set(start)
+
+
+def test_every_certificate_builder_goes_through_head_and_finish():
+    import ast
+    root = Path(__file__).resolve().parents[1] / "envgen"
+    literal_certs = []
+    for p in root.rglob("*.py"):
+        if p.name in ("certificate.py", "pod.py"):
+            continue
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "schema"
+                                               for k in n.keys):
+                literal_certs.append(f"{p.relative_to(root)}:{n.lineno}")
+    assert literal_certs == []

@@ -9,8 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import __version__
-from ..certs import store as certs
+from ..certs import certificate
 from ..core import home as state
 from ..core.errors import CheckFailed
 from ..core.image import UID
@@ -96,32 +95,22 @@ def certify_sif(path: str, host: HostGpus, gpus: str = "auto", timeout: int = 90
     if report is None:
         raise CheckFailed(f"the smoke payload exited {code} under apptainer without a "
                           f"report: {apptainer.last_line(stderr)}")
-    profile = certs.profile_of(require, bool(host.gpus), steps, False)
-    return {
-        "schema": 1,
+    profile = certificate.profile_of(require, bool(host.gpus), steps, False)
+    start = certificate.head(
         # The store keys certificates by image ID; a SIF's is its own sha256.
-        "image_id": digest,
-        "image_tags": [str(sif)],
-        "profile": f"{PROFILE}-{profile}" if profile else PROFILE,
-        "params": {"gpus": gpus, "steps": steps, "multi_gpu": False, "timeout": timeout},
-        "stack": st.to_json(),
-        "level": report.get("level"),
-        "passed": bool(report.get("passed")) and code == 0,
-        "exit_code": code,
-        "payload": {"path": f"{BOUND_PAYLOAD}/{st.smoke}_smoke.py", "sha256": payload_sha,
-                    "bound": "read-only, from this envgen"},
-        "sif": {"path": str(sif), "sha256": digest, "size_bytes": sif.stat().st_size,
-                "from_image_id": labels.get("io.envgen.image.id"),
-                "closure_sha256": labels.get("io.envgen.closure.sha256")},
-        "isolation": isolation,
-        "host": {"driver": host.driver,
-                 "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
-                 "gpu_access": "apptainer --nv" if indices else "none",
-                 "apptainer": version, "docker": None, "runtime": "apptainer",
-                 "kernel": os.uname().release},
-        "preflight": [],
-        "report": report,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.monotonic() - started, 2),
-        "envgen_version": __version__,
-    }
+        image_id=digest, tags=[str(sif)],
+        profile=f"{PROFILE}-{profile}" if profile else PROFILE,
+        params={"gpus": gpus, "steps": steps, "multi_gpu": False, "timeout": timeout},
+        stack=st, payload={"path": f"{BOUND_PAYLOAD}/{st.smoke}_smoke.py",
+                           "sha256": payload_sha, "bound": "read-only, from this envgen"})
+    return certificate.finish(
+        start, report=report, code=code, started=started,
+        host={"driver": host.driver,
+              "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
+              "gpu_access": "apptainer --nv" if indices else "none",
+              "apptainer": version, "docker": None, "runtime": "apptainer",
+              "kernel": os.uname().release},
+        sif={"path": str(sif), "sha256": digest, "size_bytes": sif.stat().st_size,
+             "from_image_id": labels.get("io.envgen.image.id"),
+             "closure_sha256": labels.get("io.envgen.closure.sha256")},
+        isolation=isolation)

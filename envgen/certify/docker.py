@@ -10,8 +10,7 @@ import re
 import tarfile
 import time
 
-from .. import __version__
-from ..certs import store as certs
+from ..certs import certificate
 from ..core.errors import CheckFailed, EnvironmentMissing
 from ..core.image import PAYLOAD_DIR
 from ..core.model import Stack
@@ -211,28 +210,19 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         if progress:
             progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
                      f"{check['detail']}"[:200])
-    return {
-        "schema": 1,
-        "image_id": target.image_id,
-        "image_tags": sorted(set(target.tags) | set(tags)),
-        "profile": "-".join(filter(None, (
-            certs.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps, multi_gpu),
+    start = certificate.head(
+        image_id=target.image_id, tags=sorted(set(target.tags) | set(tags)),
+        profile="-".join(filter(None, (
+            certificate.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps,
+                                   multi_gpu),
             "full" if measure == "full" else ""))),
-        "params": {"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu,
-                   "timeout": timeout, "measure": measure},
-        "stack": st.to_json(),
-        "level": report.get("level"),
-        "passed": bool(report.get("passed")) and code == 0,
-        "exit_code": code,
-        "payload": {"path": payload, "sha256": payload_sha},
-        "host": {"driver": host.driver,
-                 "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
-                 "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
-                 "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
-        "run_profile": profile.to_json(),
-        "preflight": notes,
-        "report": report,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.monotonic() - started, 2),
-        "envgen_version": __version__,
-    }
+        params={"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu, "timeout": timeout,
+                "measure": measure},
+        stack=st, payload={"path": payload, "sha256": payload_sha})
+    return certificate.finish(
+        start, report=report, code=code, started=started, preflight=notes,
+        host={"driver": host.driver,
+              "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
+              "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
+              "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
+        run_profile=profile.to_json())

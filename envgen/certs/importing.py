@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..core import home as state
 from ..core.errors import EnvironmentMissing, InputError
+from . import certificate
 from . import inputs as cert_inputs
 from . import store as certs
 from . import trust as cert_trust
@@ -46,7 +47,7 @@ def _stopped(e: OSError, file: str, line: int, taken: list, refusals: list,
 
 def summary(cert: dict) -> dict:
     """What an import reports of each certificate it took."""
-    w = certs.where(cert)
+    w = certificate.where(cert)
     return {"image_id": cert["image_id"], "stack": cert["stack"]["stack"],
             "profile": cert.get("profile") or "", "gpu": w["gpu"], "gpu_count": w["count"],
             "driver": w["driver"], "passed": cert["passed"], "created": cert["created"]}

@@ -25,6 +25,7 @@ from ..core import home as state
 from ..core.errors import CheckFailed, InputError
 from ..core.files import read_regular, write_json
 from ..matrix.wire import IMAGE_ID
+from .certificate import intrinsic_problem, readable, where
 
 _PROFILE = re.compile(r"[a-z0-9-]{1,40}")
 _KEY = re.compile(r"[0-9a-f]{4,64}")
@@ -32,46 +33,7 @@ MAX_BYTES = 16 * 1024 * 1024
 HISTORY = "history"
 
 
-def profile_of(require: str, host_has_gpu: bool, steps: int | None, multi_gpu: bool) -> str:
-    """'' for the default run on this host, else a short name of what differs."""
-    parts = []
-    if require == "cpu" and host_has_gpu:
-        parts.append("cpu")
-    if steps:
-        parts.append(f"steps{steps}")
-    if multi_gpu:
-        parts.append("multi-gpu")
-    return "-".join(parts)
-
-
 # ---- keys ----------------------------------------------------------------------------------
-
-def gpus_of(cert: dict) -> list[str]:
-    """The names of the GPUs a certificate ran on, as nvidia-smi gave them."""
-    host = cert.get("host") if isinstance(cert.get("host"), dict) else {}
-    gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
-    return [str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")]
-
-
-def where(cert: dict) -> dict:
-    """Where a certificate ran, as its key has it: {"gpu": "NVIDIA H200" (several kinds
-    joined by ' + '), "count", "driver"}; a run on no GPU is {"gpu": None, "count": 0,
-    "driver": None} whatever the host's driver, since it used none."""
-    names = gpus_of(cert)
-    if not names:
-        return {"gpu": None, "count": 0, "driver": None}
-    host = cert["host"]
-    driver = host.get("driver") if isinstance(host.get("driver"), str) else None
-    return {"gpu": " + ".join(sorted(set(names))), "count": len(names), "driver": driver}
-
-
-def where_text(w: dict) -> str:
-    """'2× NVIDIA H200, driver 580.159.04', or 'no GPU'."""
-    if not w["count"]:
-        return "no GPU"
-    return (f"{w['count']}× " if w["count"] > 1 else "") + f"{w['gpu']}, driver " \
-        f"{w['driver'] or '?'}"
-
 
 def key_of(cert: dict) -> tuple:
     """(image ID, profile, GPU, count, driver): one current certificate per key."""
@@ -126,24 +88,12 @@ def _history_path(cert: dict) -> Path:
 
 # ---- reading -------------------------------------------------------------------------------
 
-def _well_formed(c: object) -> bool:
-    """A stored certificate that envgen can show: other files in the folder are skipped."""
-    return (isinstance(c, dict) and isinstance(c.get("image_id"), str)
-            and IMAGE_ID.fullmatch(c["image_id"]) is not None and isinstance(c.get("passed"), bool)
-            and isinstance(c.get("stack"), dict) and isinstance(c["stack"].get("stack"), str)
-            and isinstance(c.get("created", ""), str)
-            and isinstance(c.get("image_tags", []), list)
-            and all(isinstance(t, str) for t in c.get("image_tags", []))
-            and isinstance(c.get("host", {}), dict)
-            and isinstance(c.get("report", {}), dict))
-
-
 def _read(p: Path) -> dict | None:
     try:
         c = json.loads(read_regular(p, MAX_BYTES))
     except (OSError, ValueError, RecursionError, InputError):
         return None
-    return c if _well_formed(c) else None
+    return c if readable(c) else None
 
 
 def _newest_first(certs) -> list[dict]:
@@ -204,7 +154,6 @@ def store(cert: dict, now: float | None = None) -> tuple[str, Path]:
     store as it was or as it should be, and storing the same certificate again finishes
     what a failed store left. CheckFailed when the certificate's own record refutes it
     (cert_trust: the one judgement of every door); OSError passes through."""
-    from .trust import intrinsic_problem
     why = intrinsic_problem(cert, now)
     if why:
         raise CheckFailed(f"the certificate of {str(cert.get('image_id'))[:19]} was not "

@@ -3,6 +3,7 @@ callers (`envgen report`, `envgen diff --fleet`) pass the store's certificates."
 from __future__ import annotations
 
 from ..core.model import V, stack_key
+from . import certificate
 from . import store as certs
 
 
@@ -37,9 +38,9 @@ def certified_matrix(cert_list: list[dict], runs: dict | None = None) -> dict:
     order = sorted(cert_list, key=lambda c: (c.get("created") or ""), reverse=True)
     order.sort(key=lambda c: bool(c.get("profile")))   # stable: default runs first
     for c in order:
-        w = certs.where(c)
+        w = certificate.where(c)
         col = _column_id(w)
-        columns.setdefault(col, {"id": col, **w, "label": certs.where_text(w)})
+        columns.setdefault(col, {"id": col, **w, "label": certificate.where_text(w)})
         name = stack_name(c)
         row = cells.setdefault(name, {})
         count = runs.get(certs.key_of(c), 1)
@@ -66,7 +67,7 @@ def on_host(cert_list: list[dict], gpus, driver: str, gpu_of) -> list[dict]:
     kinds = set(gpus)
     out: dict[str, dict] = {}
     for c in sorted(cert_list, key=lambda c: (c.get("created") or ""), reverse=True):
-        w = certs.where(c)
+        w = certificate.where(c)
         if not w["count"] or not w["driver"]:
             continue
         mine = {gpu_of(n) for n in w["gpu"].split(" + ")}

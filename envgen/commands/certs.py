@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..certs import certificate
 from ..certs import store as certs
 from ..core.errors import EnvironmentMissing
 from ._common import out_json, table
@@ -71,7 +72,8 @@ def _take(args) -> int:
                   "images_compared": compared, "lock": lock_name, "exit_code": code})
         return code
     for c in r["certificates"]:
-        w = certs.where_text({"gpu": c["gpu"], "count": c["gpu_count"], "driver": c["driver"]})
+        w = certificate.where_text({"gpu": c["gpu"], "count": c["gpu_count"],
+                                    "driver": c["driver"]})
         print(f"  {'passed' if c['passed'] else 'FAILED'}  {c['stack']} "
               f"{c['image_id'][7:19]} on {w}, {c['created']}"
               f"{'' if c['current'] else ' (an earlier run: into history)'}")
@@ -88,7 +90,7 @@ def _rows(rows: list[dict]) -> None:
     print(table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
                    c.get("profile") or "default", c.get("level") or "-",
                    "yes" if c["passed"] else "NO", c.get("created") or "-",
-                   certs.where_text(certs.where(c))] for c in rows],
+                   certificate.where_text(certificate.where(c))] for c in rows],
                  ["image", "stack", "tags", "run", "level", "passed", "created", "gpus"]))
 
 
@@ -109,7 +111,7 @@ def run(args) -> int:
         out_json({"certificates": [
             {k: c.get(k) for k in keys}
             | {"stack": c["stack"]["stack"], "profile": c.get("profile") or ""}
-            | _where_json(certs.where(c)) | {"runs": runs.get(certs.key_of(c), 1)}
+            | _where_json(certificate.where(c)) | {"runs": runs.get(certs.key_of(c), 1)}
             for c in rows]})
         return 0
     _rows(rows)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import __version__
 from ..certify.docker import payload_command
-from ..certs.store import profile_of
+from ..certs import certificate
+from ..certs.certificate import profile_of
 from ..runtime.profile import NCCL_ENV, SHM_SIZE
 from .spec import Fleet, Task
 
@@ -39,12 +39,12 @@ def manifest(task: Task, images: dict) -> dict:
     cuda = t.level == "cuda"
     timeout = max(60, t.seconds - 30)
     payload, cmd = payload_command(task.resolved, cuda, timeout, t.steps)
-    base = {"schema": 1, "image_id": image_id, "image_tags": tags,
-            "profile": profile_of(t.level, t.gpus > 0, t.steps, False),
-            "params": {"gpus": "all" if cuda else "none", "steps": t.steps,
-                       "multi_gpu": False, "timeout": timeout},
-            "stack": task.resolved.to_json(), "payload": {"path": payload, "sha256": None},
-            "envgen_version": __version__, "command": cmd}
+    # the pod completes it as certificate.finish does (pod.py: the standard library only)
+    base = certificate.head(
+        image_id=image_id, tags=tags, profile=profile_of(t.level, t.gpus > 0, t.steps, False),
+        params={"gpus": "all" if cuda else "none", "steps": t.steps, "multi_gpu": False,
+                "timeout": timeout},
+        stack=task.resolved, payload={"path": payload, "sha256": None}) | {"command": cmd}
     import json
     from importlib.resources import files
     source = files("envgen.fleet").joinpath("pod.py").read_text()

@@ -321,7 +321,7 @@ def _result(folder: Path, index: int, job_id: str | None) -> tuple[dict | None, 
 def _judged(cert: dict, task: dict) -> str | None:
     """Why a task's result may not count (cert_trust's judgement of every door, and the
     task's own stack), or None."""
-    from ..certs.trust import intrinsic_problem
+    from ..certs.certificate import intrinsic_problem
     why = intrinsic_problem(cert)
     if why:
         return why

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..certs.certificate import intrinsic_problem
 from ..core.errors import InputError, MatrixError
 from ..core.files import read_regular
 from ..matrix.wire import IMAGE_ID, NAME, _check, _req, stack_problems
@@ -79,6 +80,14 @@ def entry_problems(name, entry) -> list[str]:
                                                             "true or false")
             _check(p, cert.get("level") in ("cuda", "cpu", "multi-gpu", None),
                    "certificate.level is not a certification level")
+            if not p:   # the whole certificate, judged as every door of the store judges it
+                why = intrinsic_problem(cert)
+                gpus = cert.get("gpus", [])
+                if why is None and not (isinstance(gpus, list) and all(
+                        isinstance(g, str) and g.isprintable() and g.isascii() for g in gpus)):
+                    why = "its gpus summary is not a list of GPU names"
+                if why:
+                    p.append(f"certificate: {why}")
     return p
 
 

@@ -247,7 +247,7 @@ def arch_for(table: dict, version: str, name: str) -> tuple[dict, str | None]:
         return {"compute_capabilities": [], "ptx": None}, None
     for row in table["arch_lists"]:
         if row["variant"] == name and Version(version) in SpecifierSet(row["torch"]):
-            why = None if row.get("confirmed") else (
+            why = None if row.get("confirmed") else row.get("why") or (
                 f"TORCH_CUDA_ARCH_LIST recalled from {row['source']}, not read from that file")
             return {"compute_capabilities": list(row["sass"]), "ptx": row["ptx"]}, why
     raise Refused(f"torch {version} {name}: no arch_lists row in {VARIANTS_FILE.name}")
@@ -302,8 +302,10 @@ def build_release(run: Run, rel: dict, comp: dict, table: dict,
                               f"variant PyPI does not carry (PyPI's is {pypi_name})")
             if name != "cpu" and variant_name(hv["cuda"]) != name:
                 raise Refused(f"torch {v} {name}: cuda {hv['cuda']} does not match the name")
-            if hand_why and name != "cpu":
-                whys.insert(0, hand_why)
+            # a variant's own why (the sources that name it) replaces its release's
+            why = hv.get("why") or hand_why
+            if why and name != "cpu":
+                whys.insert(0, why)
             entry = {"name": name, "cuda": hv.get("cuda"), "cudnn": hv.get("cudnn"),
                      "nccl": hv.get("nccl"), **arch, "sources": [f"pytorch-{name}"],
                      "packages": dict(hv.get("packages") or {})}

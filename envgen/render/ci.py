@@ -47,19 +47,51 @@ _VERSION_SOURCE = re.compile(rf"{DIST_NAME}==(?P<version>[0-9A-Za-z.+!_-]+)")
 _SOURCE_FORMS = (f"git+https://HOST/PATH@<40-hex commit>, "
                  f"'{DIST_NAME}==VERSION --hash=sha256:<64 hex>' or {DIST_NAME}==VERSION")
 
-# The current major of every action the workflows use, as each one's README and release tags
-# gave it (read 2026-07 from the repositories on GitHub): actions/checkout v7 (v7.0.1,
-# 2026-07-17), actions/setup-python v7 (v7.0.0, 2026-07-19), actions/upload-artifact v7
-# (v7.0.0, 2026-02-25), actions/download-artifact v8 (v8.0.1, 2026-03-11),
-# docker/login-action v4 (v4.1.0, 2026-04-02), peter-evans/create-pull-request v8 (v8.1.1,
-# 2026-04-10). Every one runs on Node 24, so a self-hosted runner needs Actions Runner
-# 2.327.1 or newer. The inputs used here are unchanged since the previous majors.
-CHECKOUT = "actions/checkout@v7"
-SETUP_PYTHON = "actions/setup-python@v7"
-UPLOAD_ARTIFACT = "actions/upload-artifact@v7"
-DOWNLOAD_ARTIFACT = "actions/download-artifact@v8"
-DOCKER_LOGIN = "docker/login-action@v4"
-CREATE_PULL_REQUEST = "peter-evans/create-pull-request@v8"
+# Every action runs by the commit of its current release, not by a tag that can be moved;
+# the tag follows as a comment (`uses: OWNER/REPO@<commit> # vX.Y.Z`). Each commit is
+# `git rev-parse TAG^{commit}` in the action's own repository on GitHub (read 2026-12-03;
+# the major tag named the same commit): actions/checkout v7.0.1 (2026-07-17),
+# actions/setup-python v7.0.0 (2026-07-19), actions/upload-artifact v7.0.0 (2026-02-25),
+# actions/download-artifact v8.0.1 (2026-03-11), docker/login-action v4.1.0 (2026-04-02),
+# peter-evans/create-pull-request v8.1.1 (2026-04-10). Every one runs on Node 24, so a
+# self-hosted runner needs Actions Runner 2.327.1 or newer. To move one, read the new tag's
+# commit the same way and change its row.
+ACTIONS = {   # action: (commit, release tag)
+    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "docker/login-action": ("4907a6ddec9925e35a0a9e82d7399ccc52663121", "v4.1.0"),
+    "peter-evans/create-pull-request": ("5f6978faf089d4d20b00c7766989d076bb2fc7f1", "v8.1.1"),
+}
+
+
+def _pinned(action: str) -> str:
+    return f"{action}@{ACTIONS[action][0]}"
+
+
+CHECKOUT = _pinned("actions/checkout")
+SETUP_PYTHON = _pinned("actions/setup-python")
+UPLOAD_ARTIFACT = _pinned("actions/upload-artifact")
+DOWNLOAD_ARTIFACT = _pinned("actions/download-artifact")
+DOCKER_LOGIN = _pinned("docker/login-action")
+CREATE_PULL_REQUEST = _pinned("peter-evans/create-pull-request")
+# No job pushes with git after checking out (create-pull-request brings its own token), so
+# the token is not left in .git/config for later steps to read or an artifact to carry.
+CHECKOUT_STEP = {"uses": CHECKOUT, "with": {"persist-credentials": False}}
+_USES = re.compile(r"^(\s*(?:- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}))$", re.MULTILINE)
+
+
+def dump_workflow(workflow: dict) -> str:
+    """`workflow` as YAML (no anchors, keys in order), each pinned action followed by its
+    release tag as a comment."""
+    text = yaml.dump(workflow, Dumper=_NoAliases, sort_keys=False, width=1000,
+                     default_flow_style=False)
+
+    def tagged(m: re.Match) -> str:
+        commit, tag = ACTIONS.get(m[2], (None, None))
+        return f"{m[1]} # {tag}" if commit == m[3] else m[1]
+    return _USES.sub(tagged, text)
 
 
 def default_specs(stack_names: list[str]) -> list[str]:
@@ -305,7 +337,7 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
     host = _host(repository)
     ghcr = host == "ghcr.io"
     python = {"uses": SETUP_PYTHON, "with": {"python-version": "3.11"}}
-    checkout = {"uses": CHECKOUT}
+    checkout = CHECKOUT_STEP
     login = _login(host)
     not_on_pr = "github.event_name != 'pull_request'"
     keys = _keys(specs)
@@ -413,8 +445,7 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "defaults": {"run": {"shell": "bash"}},
         "jobs": {"build": build, "certify-gpu": certify_gpu, "lock": lock, "verify": verify},
     }
-    return yaml.dump(workflow, Dumper=_NoAliases, sort_keys=False, width=1000,
-                     default_flow_style=False)
+    return dump_workflow(workflow)
 
 
 def bake(stacks: list[Stack], base_refs: dict[str, str] | None = None) -> str:
@@ -466,7 +497,7 @@ def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices")
         "timeout-minutes": 30,
         "permissions": {"contents": "write", "pull-requests": "write"},
         "steps": [
-            {"uses": CHECKOUT},
+            CHECKOUT_STEP,
             {"uses": SETUP_PYTHON, "with": {"python-version": "3.11"}},
             install,
             {"name": "Refresh the matrix and the closures",
@@ -494,5 +525,4 @@ def refresh_workflow(envgen_source: str | None = None, folder: str = "matrices")
         "defaults": {"run": {"shell": "bash"}},
         "jobs": {"refresh": refresh},
     }
-    return yaml.dump(workflow, Dumper=_NoAliases, sort_keys=False, width=1000,
-                     default_flow_style=False)
+    return dump_workflow(workflow)

@@ -1,0 +1,223 @@
+"""The certificate: one shape, built in one place, judged the same at every door.
+
+A certificate is a JSON object (schema SCHEMA) that says this image (`image_id`) of this
+stack ran the smoke payload on these GPUs under this driver, with the payload's own report
+and exit code. `head` and `finish` build it (Docker and Apptainer certification call them,
+and the Kubernetes pod's template is `head`); `form_problem` and `pass_problem` are the
+judgement every door of the store applies (certify, certs import and merge, fleet
+--collect); `readable` is the lenient reading of what a store already holds; `where`,
+`gpus_of` and `where_text` are the projections every view uses."""
+from __future__ import annotations
+
+import calendar
+import re
+import time
+
+from .. import __version__
+from ..core.model import Stack
+from ..matrix.wire import IMAGE_ID, stack_problems
+
+SCHEMA = 1
+LEVELS = ("cuda", "cpu", "multi-gpu")
+SKEW_S = 300   # how far after this host's clock a `created` may be (clocks of a cluster drift)
+_CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z")
+_PROFILE = re.compile(r"[a-z0-9-]{0,40}")
+
+
+# fields a person reads in a table: printable ASCII, one line, no room for a sequence
+_GPU_NAME = re.compile(r"[\x20-\x7e]{1,128}")
+_DRIVER = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}")
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,299}")
+_CHECK_NAME = re.compile(r"[\x20-\x7e]{1,200}")
+
+
+def _shown(value, limit: int = 40) -> str:
+    return repr(value)[:limit]
+
+
+def created_problem(created, now: float | None = None) -> str | None:
+    """`created` is a real UTC time (2026-12-01T12:00:00Z) no more than SKEW_S after `now`
+    (this host's clock): a certificate from the future would outrank every real run of its
+    key for as long as its date lies ahead."""
+    m = _CREATED.fullmatch(created) if isinstance(created, str) else None
+    if m is None:
+        return f"created {_shown(created)} is not a UTC time like 2026-12-01T12:00:00Z"
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
+    try:
+        when = calendar.timegm(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        when = None
+    if when is None or not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60
+                            and sec < 60) or y < 2000:
+        return f"created {_shown(created)} is not a real date and time"
+    now = time.time() if now is None else now
+    if when > now + SKEW_S:
+        return (f"created {created} lies {(when - now) / 3600:.1f} h after this host's clock "
+                f"(a certificate from the future would outrank every real run of its key)")
+    return None
+
+
+def _gpus_problem(host) -> str | None:
+    if not isinstance(host, dict) or not isinstance(host.get("gpus", []), list):
+        return "host is not {driver, gpus: [{name, ...}]}"
+    for g in host.get("gpus", []):
+        if not isinstance(g, dict) or not isinstance(g.get("name", ""), str):
+            return "host is not {driver, gpus: [{name, ...}]}"
+        if "name" in g and not _GPU_NAME.fullmatch(g["name"]):
+            return (f"host.gpus names a GPU {_shown(g['name'])}: not one line of printable "
+                    f"ASCII as nvidia-smi names GPUs")
+    driver = host.get("driver")
+    if driver not in (None, "") and not (isinstance(driver, str) and _DRIVER.fullmatch(driver)):
+        return f"host.driver {_shown(driver)} is not a driver version like 580.95.05"
+    return None
+
+
+def form_problem(cert, now: float | None = None) -> str | None:
+    """Not a certificate this envgen reads: wrong type, schema or field (`now`: this host's
+    clock, for `created`)."""
+    if not isinstance(cert, dict):
+        return f"not a certificate: a JSON {type(cert).__name__}, not an object"
+    if "schema" not in cert:
+        return "not an envgen certificate: it has no `schema`"
+    if cert["schema"] != SCHEMA or isinstance(cert["schema"], bool):
+        return (f"certificate schema {_shown(cert['schema'])} is not one this envgen reads "
+                f"({SCHEMA})")
+    if not isinstance(cert.get("image_id"), str) or not IMAGE_ID.fullmatch(cert["image_id"]):
+        return f"image_id {_shown(cert.get('image_id'))} is not sha256:<64 hex digits>"
+    if not isinstance(cert.get("passed"), bool):
+        return "`passed` is not true or false"
+    why = created_problem(cert.get("created"), now)
+    if why:
+        return why
+    if cert.get("level") is not None and cert.get("level") not in LEVELS:
+        return f"level {_shown(cert.get('level'))} is not one of {', '.join(LEVELS)}"
+    if not isinstance(cert.get("profile", ""), str) or not _PROFILE.fullmatch(
+            cert.get("profile", "")):
+        return f"profile {_shown(cert.get('profile'))} is not a run profile"
+    tags = cert.get("image_tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return "image_tags is not a list of tags"
+    bad = next((t for t in tags if not _TAG.fullmatch(t)), None)
+    if bad is not None:
+        return f"image_tags holds {_shown(bad)}, which is not an image reference"
+    problems = stack_problems(cert.get("stack"))
+    if problems:
+        return f"its stack is not one envgen wrote ({problems[0]})"
+    why = _gpus_problem(cert.get("host", {}))
+    if why:
+        return why
+    report = cert.get("report")
+    if not isinstance(report, dict) or not isinstance(report.get("checks"), list) \
+            or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                       and isinstance(c.get("passed"), bool) for c in report["checks"]):
+        return "report.checks is not a list of {name, passed} checks"
+    bad = next((c["name"] for c in report["checks"] if not _CHECK_NAME.fullmatch(c["name"])),
+               None)
+    if bad is not None:
+        return f"report.checks names a check {_shown(bad)}: not one line of printable ASCII"
+    return None
+
+
+def pass_problem(cert: dict) -> str | None:
+    """A pass the certificate's own record contradicts (after form_problem found none)."""
+    if not cert["passed"]:
+        return None   # a failure on record is honest whatever its checks say
+    report = cert["report"]
+    failed = [c["name"] for c in report["checks"] if not c["passed"]]
+    if failed:
+        return (f"it claims a pass but its check {failed[0]!r} failed"
+                + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+    code = cert.get("exit_code")
+    if code != 0 or isinstance(code, bool):
+        return f"it claims a pass but the payload exited {_shown(code)}, not 0"
+    if report.get("passed") is not True:
+        return "it claims a pass but its payload's report did not pass"
+    if not report["checks"]:
+        return "it claims a pass with no checks run"
+    return None
+
+
+def intrinsic_problem(cert, now: float | None = None) -> str | None:
+    """What the certificate's own content gives away, with nothing else to compare: its
+    form, and a pass its record contradicts. Every door into the store asks this."""
+    return form_problem(cert, now) or pass_problem(cert)
+
+
+def profile_of(require: str, host_has_gpu: bool, steps: int | None, multi_gpu: bool) -> str:
+    """'' for the default run on this host, else a short name of what differs."""
+    parts = []
+    if require == "cpu" and host_has_gpu:
+        parts.append("cpu")
+    if steps:
+        parts.append(f"steps{steps}")
+    if multi_gpu:
+        parts.append("multi-gpu")
+    return "-".join(parts)
+
+
+def gpus_of(cert: dict) -> list[str]:
+    """The names of the GPUs a certificate ran on, as nvidia-smi gave them."""
+    host = cert.get("host") if isinstance(cert.get("host"), dict) else {}
+    gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
+    return [str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")]
+
+
+def where(cert: dict) -> dict:
+    """Where a certificate ran, as its key has it: {"gpu": "NVIDIA H200" (several kinds
+    joined by ' + '), "count", "driver"}; a run on no GPU is {"gpu": None, "count": 0,
+    "driver": None} whatever the host's driver, since it used none."""
+    names = gpus_of(cert)
+    if not names:
+        return {"gpu": None, "count": 0, "driver": None}
+    host = cert["host"]
+    driver = host.get("driver") if isinstance(host.get("driver"), str) else None
+    return {"gpu": " + ".join(sorted(set(names))), "count": len(names), "driver": driver}
+
+
+def where_text(w: dict) -> str:
+    """'2× NVIDIA H200, driver 580.159.04', or 'no GPU'."""
+    if not w["count"]:
+        return "no GPU"
+    return (f"{w['count']}× " if w["count"] > 1 else "") + f"{w['gpu']}, driver " \
+        f"{w['driver'] or '?'}"
+
+
+def readable(c: object) -> bool:
+    """A stored certificate envgen can show (other files in the store's folder are skipped);
+    what entered through a door passed form_problem, which asks more."""
+    return (isinstance(c, dict) and isinstance(c.get("image_id"), str)
+            and IMAGE_ID.fullmatch(c["image_id"]) is not None and isinstance(c.get("passed"), bool)
+            and isinstance(c.get("stack"), dict) and isinstance(c["stack"].get("stack"), str)
+            and isinstance(c.get("created", ""), str)
+            and isinstance(c.get("image_tags", []), list)
+            and all(isinstance(t, str) for t in c.get("image_tags", []))
+            and isinstance(c.get("host", {}), dict)
+            and isinstance(c.get("report", {}), dict))
+
+
+# ---- building ------------------------------------------------------------------------------
+
+def now() -> str:
+    """This moment as a certificate's `created`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def head(*, image_id: str, tags, profile: str, params: dict, stack: Stack,
+         payload: dict) -> dict:
+    """What is known of a certification before it runs: what every certificate starts with,
+    whatever the engine (and the template a Kubernetes pod completes itself)."""
+    return {"schema": SCHEMA, "image_id": image_id, "image_tags": list(tags),
+            "profile": profile, "params": params, "stack": stack.to_json(),
+            "payload": payload, "envgen_version": __version__}
+
+
+def finish(start: dict, *, report: dict, code: int, host: dict, started: float,
+           preflight=(), **more) -> dict:
+    """The certificate of a run: `start` (head) with the payload's report and exit code, the
+    host it ran on and how long it took. It passes only when the payload's own report
+    passed and the payload exited 0; `more` adds what one engine records beside (the run
+    profile, a SIF's digest, the isolation)."""
+    return {**start, **more, "level": report.get("level"),
+            "passed": bool(report.get("passed")) and code == 0, "exit_code": code,
+            "host": host, "preflight": list(preflight), "report": report, "created": now(),
+            "seconds": round(time.monotonic() - started, 2)}
