@@ -147,6 +147,8 @@ def test_the_certificate_summary_prints_the_change_to_make(capsys):
 # ---- the payload's --measure full, for real on the CPU --------------------------------------
 
 def test_measure_full_on_the_cpu_measures_the_loader_and_skips_the_gpu_parts_saying_why():
+    pytest.importorskip("torch", reason="the payload runs here with torch (make bootstrap "
+                                        "installs it)")
     pytest.importorskip("torch")
     proc = subprocess.run([sys.executable, str(PAYLOAD), "--require", "cpu", "--quick",
                            "--steps", "8", "--batch", "32", "--gemm-size", "128",
