@@ -692,3 +692,31 @@ def test_the_team_workflow_doc_shows_what_envgen_prints(capsys):
     shown_json = doc.split("```json\n", 1)[1].split("```", 1)[0]
     assert main(["ci", "devcontainer", "pytorch-cu121"]) == 0
     assert shown_json == capsys.readouterr().out
+
+
+# ---- envgen's own workflow ----------------------------------------------------------------
+
+def own_workflow():
+    from pathlib import Path
+    return Path(__file__).resolve().parents[1] / ".github" / "workflows" / "ci.yml"
+
+
+def test_envgens_own_workflow_runs_what_ci_runs_with_actions_pinned_by_commit():
+    import re
+    text = own_workflow().read_text()
+    w = yaml.safe_load(text)
+    steps = [s for j in w["jobs"].values() for s in j["steps"]]
+    assert [s["run"] for s in steps if "run" in s] == [".ci/run"]
+    assert w["permissions"] == {"contents": "read"}
+    for line in (x.strip() for x in text.splitlines() if "uses:" in x):
+        m = re.fullmatch(r"(?:- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v[0-9.]+)", line)
+        assert m and ci.ACTIONS[m[1]] == (m[2], m[3]), line
+    for s in steps:
+        if s.get("uses", "").startswith("actions/checkout@"):
+            assert s["with"]["persist-credentials"] is False
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_envgens_own_workflow_passes_the_linters(tmp_path, tool):
+    r = lint(tool, write_workflow(tmp_path, own_workflow().read_text(), "ci.yml"))
+    assert r.returncode == 0, f"{tool}: {r.stdout}{r.stderr}"
