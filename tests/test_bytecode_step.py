@@ -56,3 +56,16 @@ def test_the_step_compiles_only_its_own_files_reproducibly(venv, tmp_path):
     os.utime(pkg / "mod.py", (time.time() + 5, time.time() + 5))   # another build's time
     _step(venv, marker)
     assert {p.name: p.read_bytes() for p in cache.iterdir()} == first
+
+
+def test_a_failing_file_listing_fails_the_step_and_no_list_is_left(venv, tmp_path):
+    """No pipe hides the listing's failure (sh has no pipefail): a marker gone missing
+    fails the step instead of compiling nothing; a good run leaves only the marker."""
+    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "marker": str(tmp_path / "gone")}
+    r = subprocess.run(["sh", "-c", f'set -eu; marker="$marker"; {COMPILE}'],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    _step(venv, marker)
+    assert not (tmp_path / "marker.files").exists()

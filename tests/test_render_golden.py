@@ -205,3 +205,27 @@ def test_index_render_names_the_index_everywhere(rendered):
     assert len(files) >= 3
     for f in files:
         assert "--index-url https://download.pytorch.org/whl/cu118" in f.read_text(), f
+
+
+def _run_instructions(dockerfile: str) -> list[str]:
+    """Every RUN of a Dockerfile, its continued lines joined, comments dropped."""
+    lines = [line for line in dockerfile.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [line for line in joined.splitlines() if line.startswith("RUN ")]
+
+
+def _pipes(command: str) -> list[str]:
+    """The `|` of a shell command outside quotes that join two commands (not `||`)."""
+    bare = re.sub(r"'[^']*'|\"(?:[^\"\\\\]|\\\\.)*\"", "''", command)
+    return re.findall(r"(?<!\|)\|(?!\|)", bare)
+
+
+def test_no_rendered_run_hides_a_failure_in_a_pipe():
+    """hadolint DL4006: sh has no pipefail, so `a | b` fails only when b does; every RUN of
+    every golden Dockerfile does without pipes, or says `set -o pipefail` first."""
+    found = []
+    for dockerfile in sorted(GOLDEN.glob("*/Dockerfile")):
+        for run in _run_instructions(dockerfile.read_text()):
+            if _pipes(run) and "set -o pipefail" not in run:
+                found.append(f"{dockerfile.parent.name}: {run[:120]}")
+    assert not found, "\n".join(found[:5])

@@ -47,9 +47,13 @@ STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc
 # a .pyc that Python wrote by itself meanwhile (setuptools' .pth imports _distutils_hack at
 # every start) records the source's time, and is replaced. A file
 # that does not compile (a Python 2 leftover in some wheels) is left without, as pip leaves it.
-COMPILE = ("{ find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -newer "
-           "\"$marker\" | LC_ALL=C sort | PYTHONHASHSEED=0 python -m compileall -f -qq "
-           "--invalidation-mode checked-hash -i - || echo 'some files did not compile'; }")
+# No pipe: the list goes through a file beside the marker, so a failing find or sort fails
+# the step (sh has no pipefail; hadolint DL4006) while compileall reads the same sorted list.
+COMPILE = ("find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -newer "
+           "\"$marker\" > \"$marker.files\" && LC_ALL=C sort -o \"$marker.files\" "
+           "\"$marker.files\" && { PYTHONHASHSEED=0 python -m compileall -f -qq "
+           "--invalidation-mode checked-hash -i \"$marker.files\" "
+           "|| echo 'some files did not compile'; } && rm -f \"$marker.files\"")
 COMPILE_AT_BUILD = True   # the pip steps compile bytecode (False renders them without)
 CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # The venv is made without pip: the locked pip and setuptools are installed into it by the
