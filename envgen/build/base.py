@@ -15,6 +15,7 @@ from ..core import home as state
 from ..core.errors import BuildFailed, EnvironmentMissing
 from ..core.model import BaseImage
 from ..runtime import docker as engine
+from .steps import HEARTBEAT_S
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -112,13 +113,30 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
         script.write_text(render_base_script(base))
         env = {**os.environ, "ENVGEN_DEBIAN_MIRROR": mirror, "DOCKER": docker,
                "TMPDIR": tmp}
-        try:
-            r = subprocess.run(["sh", str(script)], capture_output=True, text=True, env=env,
-                               timeout=timeout, start_new_session=True,
-                               preexec_fn=engine.die_with_parent)
-        except subprocess.TimeoutExpired:
-            raise BuildFailed(f"making base {base.name} took longer than {timeout} s") from None
-    if r.returncode != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        proc = subprocess.Popen(["sh", str(script)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True, preexec_fn=engine.die_with_parent)
+        out, err = _wait_saying(proc, timeout, log, f"building base {base.local_tag}")
+        if out is None:
+            raise BuildFailed(f"making base {base.name} took longer than {timeout} s")
+    if proc.returncode != 0:
+        tail = (err or out).strip().splitlines()[-3:]
         raise BuildFailed(f"making base {base.name} failed: {' '.join(tail)[:400]}")
     return base.local_tag
+
+
+def _wait_saying(proc, timeout: float, log, doing: str, every: float = HEARTBEAT_S):
+    """(stdout, stderr) of `proc`, saying `doing: still running (N s)` every `every` s
+    while it runs silently; (None, None) when it is killed after `timeout` s."""
+    started = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - started
+        try:
+            return proc.communicate(timeout=max(0.01, min(every, timeout - elapsed)))
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed >= timeout:   # the recipe's whole session: sh and mmdebstrap under it
+                os.killpg(proc.pid, 9)
+                proc.communicate()
+                return None, None
+            log(f"{doing}: still running ({elapsed:.0f} s)")

@@ -150,18 +150,26 @@ def build_args(stack: Stack) -> dict[str, str]:
 IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
 
 
-def _lines(proc, idle: float):
+def _lines(proc, idle: float, tick: float | None = None):
     """The child's output lines, read from the raw pipe (a buffered reader would hide lines
-    from select); TimeoutError after `idle` s without any output."""
+    from select); None after each `tick` s without output (for a heartbeat); TimeoutError
+    after `idle` s without any output."""
     import selectors
     fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
     sel.register(fd, selectors.EVENT_READ)
     pending = b""
+    last = time.monotonic()
     try:
         while True:
-            if not sel.select(timeout=idle):
+            left = idle - (time.monotonic() - last)
+            if left <= 0:
                 raise TimeoutError(idle)
+            if not sel.select(timeout=min(left, tick) if tick else left):
+                if tick:
+                    yield None
+                continue
+            last = time.monotonic()
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
@@ -216,7 +224,12 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
                                 stdin=subprocess.DEVNULL, env=env,
                                 preexec_fn=engine.die_with_parent)
         try:
-            for line in _lines(proc, idle):
+            for line in _lines(proc, idle, tick=1.0):
+                beat = steps.heartbeat()
+                if beat is not None:
+                    progress(beat)
+                if line is None:
+                    continue
                 log.write(line)
                 tail.append(line.rstrip("\n"))
                 event = steps.feed(line)

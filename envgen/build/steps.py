@@ -9,6 +9,7 @@ is a step of its own without a `[k/n]`."""
 from __future__ import annotations
 
 import re
+import time
 
 from ..core.progress import Event
 from ..render.views import APT_LOG, LAYER_DIRS, LAYER_TITLES
@@ -42,14 +43,48 @@ def step_name(command: str) -> str:
     return command.split(" ", 1)[0].lower()
 
 
-class Steps:
-    """Feed BuildKit lines; get an Event for each step that starts or ends."""
+HEARTBEAT_S = 15.0   # a running step says it still runs at least this often
 
-    def __init__(self):
+
+class Steps:
+    """Feed BuildKit lines; get an Event for each step that starts or ends, and from
+    heartbeat() one for a step that has run HEARTBEAT_S without a word."""
+
+    def __init__(self, clock=time.monotonic):
         self.steps: dict[str, dict] = {}   # BuildKit's #id -> {"n", "of", "name"}
         self.last_header = ""   # the latest `#7 [stage-0 3/8] RUN ...` line, as printed
+        self.clock = clock
+        self.running: dict | None = None   # the step that started last and has not ended
+        self.said = clock()                # when the last event went out
+        self._touched: dict | None = None  # the step the last line started or ended
+
+    def heartbeat(self) -> Event | None:
+        """`step k/n NAME: still running (N s)` when the running step has been silent for
+        HEARTBEAT_S, else None (BuildKit's plain mode prints nothing while a step runs)."""
+        now = self.clock()
+        if self.running is None or now - self.said < HEARTBEAT_S:
+            return None
+        self.said = now
+        step = self.running
+        elapsed = now - step["started"]
+        ev = self._event(step, "running")
+        ev.message = f"{ev.message[:-3]}still running ({elapsed:.0f} s)"
+        ev.fields["elapsed"] = round(elapsed)
+        return ev
 
     def feed(self, line: str) -> Event | None:
+        ev = self._feed(line)
+        if ev is not None:
+            self.said = self.clock()
+            state = ev.fields["state"]
+            if state == "running":
+                self.running = self._touched
+                self.running.setdefault("started", self.said)
+            elif self.running is self._touched:
+                self.running = None
+        return ev
+
+    def _feed(self, line: str) -> Event | None:
         line = line.strip()
         m = _START.match(line)
         if m:
@@ -58,16 +93,16 @@ class Steps:
             if vid in self.steps:
                 return None   # BuildKit repeats a step's header when it prints more of it
             step = {"n": int(n), "of": int(of), "name": step_name(command)}
-            self.steps[vid] = step
+            self.steps[vid] = self._touched = step
             return self._event(step, "running")
         m = _EXPORT.match(line)
         if m:
             step = {"n": None, "of": None, "name": "exporting the image"}
-            self.steps[m.group(1)] = step
+            self.steps[m.group(1)] = self._touched = step
             return self._event(step, "running")
         m = _END.match(line)
         if m and m.group(1) in self.steps:
-            step = self.steps[m.group(1)]
+            step = self._touched = self.steps[m.group(1)]
             word = m.group(2)
             if word.startswith("DONE"):
                 return self._event(step, "done", float(word[5:-1]))
