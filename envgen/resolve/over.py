@@ -30,7 +30,7 @@ def lead_spec(m: Matrix, spec: Spec) -> Spec:
     text = f"{name}{specifier}"   # what describe() shows first: the framework that leads
     return Spec(text=text, framework=name, specifier=specifier, variant=spec.variant,
                 python=spec.python, base=spec.base,
-                also=((fw.name, spec.specifier), *rest))
+                also=((fw.name, spec.specifier), *rest), written=spec.written)
 
 
 def two_frameworks(m: Matrix, spec: Spec, other: str, resolve_one) -> Unsatisfiable:
