@@ -2,15 +2,20 @@
 PY := .venv/bin/python
 ENVGEN := .venv/bin/envgen
 
-.PHONY: bootstrap demo test test-fast test-unit test-docker test-all test-map lint bench bench-cli bench-all golden closures clean
+.PHONY: bootstrap bootstrap-tests demo test test-fast test-unit test-docker test-all test-map lint bench bench-cli bench-all golden closures clean
 
+# What envgen needs (make demo); bootstrap-tests adds what only the tests use (Chromium,
+# Slurm and munge, a registry, the test extra, torch).
 bootstrap:
 	@tools/bootstrap.sh
+
+bootstrap-tests:
+	@tools/bootstrap.sh --tests
 
 demo: bootstrap
 	$(ENVGEN) build pytorch-cu121 --certify
 
-test: bootstrap
+test: bootstrap-tests
 	$(PY) -m pytest -q --durations=25 -m "not gpu and not slow"
 
 # The unit tests (no Docker), on every core: the loop while changing a module. FILES=...
@@ -19,7 +24,7 @@ test-fast:
 	$(PY) -m pytest -q -x -n auto -m "not docker and not gpu and not slow" $(FILES)
 
 # Everything CI runs plus the opt-in sweeps (slow); gpu stays on the lent GPU machine.
-test-all: bootstrap
+test-all: bootstrap-tests
 	ENVGEN_SLOW=1 $(PY) -m pytest -q --durations=25 -m "not gpu"
 
 test-map:
@@ -28,10 +33,10 @@ test-map:
 lint:
 	$(PY) -m ruff check envgen tests bench tools
 
-test-unit: bootstrap
+test-unit: bootstrap-tests
 	$(PY) -m pytest -q -m "not docker and not gpu and not slow"
 
-test-docker: bootstrap
+test-docker: bootstrap-tests
 	$(PY) -m pytest -q -m docker
 
 # bench.py goes last: it compares every figure (the other two's too) with the last run.

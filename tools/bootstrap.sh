@@ -1,24 +1,35 @@
 #!/bin/bash
 # Install and start what envgen needs on a Debian host, idempotently: Docker's engine
 # (Debian's docker.io, for BuildKit through its 20.10 client), docker buildx (for
-# `docker buildx bake`), mmdebstrap (local bases), Debian's docker-registry (the real OCI
-# registry the tests push to), Slurm and munge (a single-node test cluster), and a virtual
-# environment with envgen and its test tools.
+# `docker buildx bake`), mmdebstrap (local bases) and a virtual environment with envgen.
+# With --tests (make test), also what only the tests use: Debian's docker-registry (the real
+# OCI registry the tests push to), Slurm and munge (a single-node test cluster), Chromium
+# (the report's browser test), the test extra, actionlint, torch and the frameworks over it.
 # Run as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+tests=""; [ "${1:-}" = "--tests" ] && tests=1
+
+# pip with its warnings about this machine's own configuration (an extra index or
+# find-links folder that does not exist here: "Location '...' is ignored") left out; every
+# other line, errors included, goes through, and pip's exit status is kept.
+pip() {
+  .venv/bin/pip "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
+}
 
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v curl >/dev/null || need+=(curl)
 command -v ip >/dev/null || need+=(iproute2)
-command -v chromium >/dev/null || need+=(chromium)   # headless, for `envgen report`'s browser test
-# a single-node Slurm cluster for `envgen fleet --slurm`'s real test (tests/services.py)
-command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
-command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+if [ -n "$tests" ]; then
+  command -v docker-registry >/dev/null || need+=(docker-registry)
+  command -v chromium >/dev/null || need+=(chromium)   # headless, for `envgen report`'s browser test
+  # a single-node Slurm cluster for `envgen fleet --slurm`'s real test (tests/services.py)
+  command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
+  command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+fi
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
@@ -44,7 +55,14 @@ if ! $SUDO docker info >/dev/null 2>&1; then
     $SUDO systemctl start docker
   else
     echo "starting dockerd"
-    $SUDO setsid dockerd >/tmp/dockerd.log 2>&1 < /dev/null &
+    # A container gets no ulimit above dockerd's own hard limit, and envgen's run profile
+    # asks memlock=-1 (pinned memory, RDMA): raise dockerd's limits as it starts. Without
+    # CAP_SYS_RESOURCE (dockerd inside a container) they cannot be raised; envgen then runs
+    # containers without them and says so once for this daemon.
+    $SUDO bash -c 'ulimit -l unlimited' 2>/dev/null || echo "dockerd keeps its memlock" \
+      "limit (raising it needs CAP_SYS_RESOURCE): containers run without --ulimit memlock=-1"
+    $SUDO bash -c 'ulimit -l unlimited 2>/dev/null; exec setsid dockerd' \
+      >/tmp/dockerd.log 2>&1 < /dev/null &
   fi
   for _ in $(seq 60); do $SUDO docker info >/dev/null 2>&1 && break; sleep 1; done
   $SUDO docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/dockerd.log"; exit 3; }
@@ -58,29 +76,33 @@ fi
 
 # (Re)install when the venv is missing or holds an older envgen than this checkout.
 want=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' envgen/__init__.py)
+extra=""; [ -n "$tests" ] && extra="[test]"
 if [ ! -x .venv/bin/envgen ] || [ "$(.venv/bin/envgen --version 2>/dev/null)" != "envgen $want" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip uninstall -q -y envgen >/dev/null 2>&1 || true
-  .venv/bin/pip install -q -e '.[test]'
+  pip install -q --upgrade pip
+  pip uninstall -q -y envgen >/dev/null 2>&1 || true
+  pip install -q -e ".$extra"
 fi
-# a venv made before check-jsonschema joined the test extra
+[ -n "$tests" ] || { echo "ready: $(.venv/bin/envgen --version), docker $($SUDO docker version --format '{{.Server.Version}}')"; exit 0; }
+
+# ---- what only the tests need ----
+# a venv made before check-jsonschema joined the test extra, or by `make demo`
 [ -x .venv/bin/check-jsonschema ] && [ -x .venv/bin/ruff ] && .venv/bin/python -c 'import xdist' 2>/dev/null \
-  || .venv/bin/pip install -q -e '.[test]'
+  || pip install -q -e '.[test]'
 # actionlint (a wheel of its own, the actionlint extra) is tried once per venv
 if [ ! -x .venv/bin/actionlint ] && [ ! -e .venv/.no-actionlint ]; then
-  .venv/bin/pip install -q -e '.[actionlint]' >/dev/null 2>&1 || { touch .venv/.no-actionlint
+  pip install -q -e '.[actionlint]' >/dev/null 2>&1 || { touch .venv/.no-actionlint
     echo "actionlint could not be installed from the package index: the actionlint tests" \
          "will be skipped; rm .venv/.no-actionlint to retry"; }
 fi
 # torch (CPU is enough) for `envgen smoke` and the payload's own tests
-.venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/pip install -q "${ENVGEN_TORCH:-torch==2.13.0}" || \
+.venv/bin/python -c 'import torch' 2>/dev/null || pip install -q "${ENVGEN_TORCH:-torch==2.13.0}" || \
   echo "torch could not be installed: the payload's native tests will be skipped"
 # the frameworks built over torch, for their payloads' native tests, over that same torch
 if .venv/bin/python -c 'import torch' 2>/dev/null && \
    ! .venv/bin/python -c 'import lightning, transformers, accelerate' 2>/dev/null; then
   tv=$(.venv/bin/python -c 'import torch; print(torch.__version__)')
-  .venv/bin/pip install -q -c <(echo "torch==$tv") lightning transformers accelerate || \
+  pip install -q -c <(echo "torch==$tv") lightning transformers accelerate || \
     echo "lightning/transformers/accelerate could not be installed: their native tests will be skipped"
 fi
 echo "ready: $(.venv/bin/envgen --version), docker $($SUDO docker version --format '{{.Server.Version}}')"
