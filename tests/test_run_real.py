@@ -19,7 +19,9 @@ pytestmark = pytest.mark.docker
 def run(*argv, cwd):
     return subprocess.run([sys.executable, "-m", "envgen", *argv], capture_output=True,
                           text=True, cwd=cwd, timeout=300,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin:/usr/local/bin"})
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin:/usr/local/bin",
+                               # a home of its own: a warning said once per daemon is said
+                               "ENVGEN_HOME": f"{cwd}-home"})
 
 
 @pytest.mark.usefixtures("built")

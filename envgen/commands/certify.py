@@ -8,6 +8,7 @@ from ..core.errors import CheckFailed, EnvironmentMissing
 from ..runtime import docker as engine
 from ..runtime import host
 from ..runtime.gpu_access import check_gpus
+from ..runtime.profile import once_per_daemon
 from ._common import load_matrix_for, out_json, print_certificate, progress_for, ref_or_spec
 
 
@@ -27,7 +28,8 @@ def run_certify(args, c, ref: str, matrix, hg, tags: tuple[str, ...] = ()) -> di
     cert = certify(c, ref, hg, gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
                    timeout=getattr(args, "timeout", 900), steps=getattr(args, "steps", None),
                    multi_gpu=getattr(args, "multi_gpu", False), matrix=matrix, tags=tags,
-                   progress=progress_for(args), measure=getattr(args, "measure", "basic"))
+                   progress=once_per_daemon(progress_for(args), c),
+                   measure=getattr(args, "measure", "basic"))
     return store(cert)
 
 

@@ -50,7 +50,7 @@ def _refused_ulimits(c, target, plan) -> tuple[str, ...]:
         c, target.image_id, ["python", "-c", "pass"], 60, labels={"io.envgen.run": "1"},
         **p.docker_kwargs()))
     fix = run_profile.refusal_fix(profile)
-    if fix:
+    if fix and run_profile.tell_once(run_profile.daemon_id(c), fix):
         print(f"warning: {fix}", file=sys.stderr)
     return profile.refused
 

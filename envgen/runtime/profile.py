@@ -199,13 +199,92 @@ def settle(profile: Profile, start):
             profile = profile.without(names)
 
 
-def refusal_fix(profile: Profile) -> str | None:
+REFUSED = "this host's Docker daemon could not set"   # how refusal_fix's sentence starts
+
+
+def daemon_started_by(proc: str = "/proc") -> str | None:
+    """How this host's dockerd was started: "systemd" (a unit's cgroup), "shell" (by hand or
+    by tools/bootstrap.sh's setsid), or None when no dockerd runs here (a remote daemon)."""
+    import os
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/comm") as f:
+                if f.read().strip() != "dockerd":
+                    continue
+            with open(f"{proc}/{pid}/cgroup") as f:
+                return "systemd" if ".service" in f.read() else "shell"
+        except OSError:
+            continue
+    return None
+
+
+def refusal_fix(profile: Profile, started: str | None = "detect") -> str | None:
+    """What to change when the daemon refused some of the profile's ulimits, in the words
+    that fit how it was started (`started`: "systemd", "shell", None for either; "detect"
+    asks daemon_started_by)."""
     if not profile.refused:
         return None
     flags = " ".join(f"--ulimit {n}={s}" for n, s, _ in ULIMITS if n in profile.refused)
-    return (f"this host's Docker daemon could not set {flags} (its own hard limit is lower "
-            f"and it may not raise it): start dockerd with LimitMEMLOCK=infinity and "
-            f"LimitSTACK=infinity in its systemd unit")
+    how = daemon_started_by() if started == "detect" else started
+    unit = ("add LimitMEMLOCK=infinity and LimitSTACK=infinity to its systemd unit "
+            "(systemctl edit docker) and restart it")
+    shell = ("restart dockerd from a shell that raised them first (ulimit -l unlimited -s "
+             "unlimited; tools/bootstrap.sh does this), which needs CAP_SYS_RESOURCE: inside a "
+             "container without it they cannot be raised, and containers run without them")
+    fix = {"systemd": unit, "shell": shell}.get(how, f"{unit}; or, started by hand, {shell}")
+    return (f"{REFUSED} {flags} (its own hard limit is lower and it may not raise it): {fix}")
+
+
+def tell_once(daemon_id: object, what: str) -> bool:
+    """True the first time `what` is to be said about the daemon `daemon_id` (`docker info`'s
+    ID), remembered under ENVGEN_HOME; False after, so a warning no command can act on is not
+    repeated at every build, certify and run. True when there is no ID or nowhere to write."""
+    import hashlib
+    import re
+
+    from ..core import home
+    from ..core.files import write_atomic
+    if not isinstance(daemon_id, str) or not daemon_id:
+        return True
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", daemon_id)[:120]
+    path = home.home() / "notices" / f"{name}.json"
+    key = hashlib.sha256(what.encode()).hexdigest()[:16]
+    try:
+        told = json.loads(path.read_text()) if path.exists() else []
+    except (OSError, ValueError):
+        told = []
+    told = told if isinstance(told, list) else []
+    if key in told:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps([*told, key]))
+    except OSError:
+        pass
+    return True
+
+
+def daemon_id(client) -> str | None:
+    """The daemon's ID (`docker info`), None when it does not say."""
+    try:
+        info = client.info()
+    except Exception:   # a daemon that does not answer `info` is told every time
+        return None
+    return info.get("ID") if isinstance(info, dict) else None
+
+
+def once_per_daemon(progress, client):
+    """`progress` that passes on refusal_fix's sentence only the first time for this daemon."""
+    def say(msg) -> None:
+        if isinstance(msg, str) and msg.startswith(REFUSED) and \
+                not tell_once(daemon_id(client), msg):
+            return
+        progress(msg)
+    return say
 
 
 def for_container(plan: gpu_access.GpuPlan, image_user: str, image_env: dict,
