@@ -20,7 +20,9 @@ def _fc(cuda: str):
     return next((f for f in M.forward_compat if f.cuda == cuda), None)
 
 
-# "Use the Right CUDA Forward Compatibility Package" (CUDA 13.4 edition): the C cells.
+# "Use the Right CUDA Forward Compatibility Package" (CUDA 13.4 edition): the C cells. A row
+# may add the branches NVIDIA's nvidia/cuda image for that CUDA admits (R470 on 12.8: the
+# table has no column for an end-of-life branch); it then says so, inferred.
 @pytest.mark.parametrize("cuda,branches", [
     ("12.3", ("535",)), ("12.8", ("535",)), ("12.9", ("535", "570")),
     ("13.0", ("535", "570")), ("13.1", ("535", "570", "580")),
@@ -28,22 +30,25 @@ def _fc(cuda: str):
     ("13.4", ("535", "570", "580", "590", "595", "610"))])
 def test_forward_compat_rows_are_nvidias_table(cuda, branches):
     row = _fc(cuda)
-    assert row is not None and row.branches == branches and row.source == FC, (
+    assert row is not None and set(branches) <= set(row.branches), (
         f"{FC} lists cuda-compat-{cuda.replace('.', '-')} as compatible with R"
         f"{', R'.join(branches)}; the matrix says {row.branches if row else 'nothing'}")
-    assert not row.inferred
+    if row.branches == branches:
+        assert row.source == FC and not row.inferred
+    else:
+        assert row.inferred and "image" in row.why
 
 
 def test_no_forward_compat_row_the_table_does_not_give():
     assert _fc("12.2") is None, "the table gives cuda-compat-12-2 no compatible branch"
     assert _fc("13.5") is None, "no edition of the table found lists cuda-compat-13-5"
-    assert all("550" not in f.branches for f in M.forward_compat), (
+    assert all("550" not in f.branches for f in M.forward_compat if not f.inferred), (
         "the table has no 550 column: R550 is end of life")
 
 
 def test_rows_before_the_table_say_they_are_inferred():
     for cuda in ("11.2", "11.8", "12.0", "12.1"):
-        assert _fc(cuda).inferred and "nvidia/cuda images" in _fc(cuda).why
+        assert _fc(cuda).inferred and "image" in _fc(cuda).why
 
 
 def test_r620_is_a_long_term_branch_until_2029_09():

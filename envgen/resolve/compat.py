@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from ..core.errors import InputError, shown
 from ..core.model import CudaRelease, Gpu, V, Variant
@@ -108,11 +109,21 @@ def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None 
         note = f" (inferred: {fc.why})" if fc.inferred else ""
         return Verdict(True, FORWARD, f"driver {driver} (R{branch}) runs CUDA {cuda.short} on "
                                       f"the {gpu.name} through forward compatibility "
-                                      f"(cuda-compat in the image){note}")
+                                      f"(cuda-compat in the image){note}"
+                                      + _end_of_life(matrix, branch))
     return Verdict(False, None, f"driver {driver} is older than {need}, the minimum for CUDA "
                                 f"{cuda.major}.x (minor-version compatibility)"
                                 + ("" if fc is None else f", and R{branch} is not a "
                                    f"forward-compatible branch for CUDA {cuda.short}"))
+
+
+def _end_of_life(matrix: Matrix, branch: str) -> str:
+    """A warning, not a refusal: NVIDIA's forward-compatibility table drops a branch (R470)
+    when it reaches its end of life, not when its cuda-compat pairing stops working."""
+    br = matrix.driver_branch_of(branch)
+    if br is None or not br.eol or br.eol >= date.today().isoformat()[:len(br.eol)]:
+        return ""
+    return f"; R{branch} is past its end of life ({br.eol}): it gets no more fixes"
 
 
 def kernels_for(variant: Variant, cc: str, how: str | None = NATIVE) -> Verdict:
