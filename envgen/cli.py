@@ -192,8 +192,12 @@ def cmd_require_cuda(args) -> int:
         if not eq:
             raise InputError(f"--env {extra!r} must be NAME=VALUE")
         env[key] = value
-    host = require_cuda.Host(driver=args.driver, cuda=cuda, brand=args.brand, arch=args.arch)
-    d = require_cuda.evaluate(env, host)
+    if args.gpu is None:
+        host, refused = require_cuda.Host(args.driver, cuda, args.brand, args.arch), None
+    else:
+        host, refused = require_cuda.gpu_host(_matrix(args), args.gpu, args.driver, cuda,
+                                              args.brand, args.arch)
+    d = refused or require_cuda.evaluate(env, host)
     if args.json:
         _json_out({"ok": d.ok, "clause": d.clause, "why": d.why, "host": host.__dict__})
     else:
@@ -606,6 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--cuda", help="CUDA version the driver supports (derived if omitted)")
     chk.add_argument("--brand", help="GPU brand, e.g. tesla, geforce")
     chk.add_argument("--arch", help="compute capability, e.g. 9.0")
+    chk.add_argument("--gpu", help="a GPU in the matrix (e.g. A100): its brand and compute "
+                                   "capability, and whether the driver knows it at all")
     chk.add_argument("--env", action="append", metavar="NAME=VALUE",
                      help="more NVIDIA_REQUIRE_* or NVIDIA_DISABLE_REQUIRE variables")
     rq.set_defaults(func=cmd_require_cuda)

@@ -7,6 +7,8 @@ import re
 
 from ..core.errors import InputError
 from ..core.record import dataclass
+from ..matrix import Matrix
+from .compat import gpu_knows
 
 # The toolkit's brand names for each GPU class (libnvidia-container's brand strings).
 BRANDS = {"datacenter": ("tesla", "unknown", "nvidia"),
@@ -127,3 +129,17 @@ def evaluate(env: dict[str, str], host: Host) -> Decision:
     if not ok_clause:
         return Decision(True, "", "the requirement is empty: nothing to check")
     return Decision(True, ok_clause, f"satisfied by {ok_clause}")
+
+
+def gpu_host(matrix: Matrix, gpu_name: str, driver: str, cuda: str,
+             brand: str | None = None, arch: str | None = None) -> tuple[Host, Decision | None]:
+    """The host with a named GPU's facts: its brand and compute capability where --brand and
+    --arch do not say, and, when the driver cannot run the GPU at all (older than its first
+    driver, past its last branch), that refusal, whatever the requirement says."""
+    gpu = matrix.gpu(gpu_name)
+    if gpu is None:
+        raise InputError(f"--gpu {gpu_name!r} is not a GPU in the matrix (see `envgen matrix "
+                         f"show gpus`)")
+    host = Host(driver=driver, cuda=cuda, brand=brand or gpu.brand, arch=arch or gpu.cc)
+    known = gpu_knows(matrix, gpu, driver)
+    return host, None if known.ok else Decision(False, f"--gpu {gpu.name}", known.why)
