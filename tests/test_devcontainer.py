@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from certificates import made
 
 from envgen.cli import main
 from envgen.core.errors import InputError
@@ -126,7 +127,7 @@ def lock(**change):
                        "pinned": PINNED, "layers": []},
              "base": {"reference": "envgen/base", "name": None, "id": None},
              "requirements": [],
-             "certificate": {"image_id": ID, "passed": True, "level": "cuda"}}
+             "certificate": made(image_id=ID, stack=stack("pytorch-cu121").to_json())}
     entry["image"].update(change)
     return {"lock_version": 1, "created": "2026-12-01T00:00:00Z", "matrix_sha256": "x",
             "stacks": {"pytorch-cu121": entry}}
