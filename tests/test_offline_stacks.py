@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from envgen.cli import main
+from envgen.core import fetching
 from envgen.core.errors import EnvironmentMissing
 from envgen.matrix import load_matrix
 from envgen.resolve import closure as cl
@@ -47,7 +48,7 @@ def no_index(monkeypatch):
     def urlopen(req, timeout=None):
         calls.append(req.full_url)
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(fetching, "urlopen", urlopen)
     monkeypatch.setattr(cl, "_UNREACHABLE", {})
     monkeypatch.setattr(cl, "compile_pins", lambda *a, **k: pytest.fail("uv ran"))
     return calls
@@ -76,7 +77,7 @@ def test_an_index_that_answers_anything_is_left_to_uv(monkeypatch):
 
     def urlopen(req, timeout=None):
         raise urllib.error.HTTPError(req.full_url, 403, "Forbidden", {}, None)
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(fetching, "urlopen", urlopen)
     assert cl.probe_index("https://mirror.example/simple") is None
     assert cl.probe_index("file:///srv/simple") is None
 
@@ -88,7 +89,8 @@ def test_a_refused_connection_is_said_plainly():
     assert cl.probe_index(f"http://127.0.0.1:{port}/simple") == "connection refused"
 
 
-def test_matrix_list_marks_the_stacks_whose_closure_is_bundled(capsys):
+def test_matrix_list_marks_the_stacks_whose_closure_is_bundled(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")   # the table fits the terminal: room for every name
     assert main(["matrix", "list", "--json"]) == 0
     rows = {r["stack"]: r for r in json.loads(capsys.readouterr().out)["stacks"]}
     assert rows["pytorch-cu121"]["closure_bundled"] is True

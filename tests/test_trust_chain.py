@@ -117,7 +117,8 @@ def test_the_store_itself_refuses_a_pass_its_record_contradicts(home):
 
 # ---- nothing raw on a terminal -------------------------------------------------------------
 
-def test_certs_show_and_list_escape_what_a_payload_wrote(home, capsys):
+def test_certs_show_and_list_escape_what_a_payload_wrote(home, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")   # no cell cut short: the whole escape is seen
     c = made(checks=[{"name": "train", "passed": True, "detail": "ok" + OSC52 + CLEAR}])
     certs.save(c)
     assert main(["certs", "show", c["image_id"][7:19]]) == 0
@@ -132,7 +133,8 @@ def test_certs_show_and_list_escape_what_a_payload_wrote(home, capsys):
     assert ESC not in out and "\\x1b[2J" in out
 
 
-def test_a_table_cell_never_carries_c1_or_bidi_controls(home, capsys):
+def test_a_table_cell_never_carries_c1_or_bidi_controls(home, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
     raw = made()
     raw["host"]["gpus"][0]["name"] = "H200\u202e\x9b31m"   # CSI as one C1 byte; RTL override
     files.write_json(home / "certs" / (raw["image_id"][7:] + ".json"), raw)
@@ -470,3 +472,19 @@ def test_every_certificate_builder_goes_through_head_and_finish():
                                                for k in n.keys):
                 literal_certs.append(f"{p.relative_to(root)}:{n.lineno}")
     assert literal_certs == []
+
+
+def test_a_closure_index_that_redirects_from_https_to_http_is_not_followed():
+    """fetch_json and the index probe follow a redirect only where it keeps https: the
+    handler refuses before a request is made (no server needed: the refusal is the rule)."""
+    import urllib.request
+
+    from envgen.core import fetching
+    handler = fetching._KeepScheme()
+    req = urllib.request.Request("https://mirror.example/simple/torch/")
+    with pytest.raises(fetching.RedirectRefused, match="drops https"):
+        handler.redirect_request(req, None, 302, "Found", {}, "http://mirror.example/x")
+    with pytest.raises(fetching.RedirectRefused):
+        handler.redirect_request(req, None, 302, "Found", {}, "file:///etc/passwd")
+    kept = handler.redirect_request(req, None, 302, "Found", {}, "https://cdn.example/x")
+    assert kept.full_url == "https://cdn.example/x"

@@ -8,9 +8,9 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
+from ..core import fetching
 from ..core import home as state
 from ..core.errors import BuildFailed, EnvironmentMissing
 from ..core.model import BaseImage
@@ -28,7 +28,7 @@ def archive_state(mirror: str, suite: str, timeout: int = 20) -> str | None:
     """The Date of the suite's Release file on `mirror`, as a snapshot stamp
     (20260711T101637Z); None when the mirror does not answer."""
     try:
-        with urllib.request.urlopen(f"{mirror}/dists/{suite}/Release", timeout=timeout) as r:
+        with fetching.urlopen(f"{mirror}/dists/{suite}/Release", timeout=timeout) as r:
             head = r.read(4096).decode("utf-8", "replace")
     except OSError:
         return None

@@ -333,11 +333,13 @@ def fetch_json(url: str) -> dict:
     otherwise."""
     import urllib.error
     import urllib.request
+
+    from ..core import fetching
     req = urllib.request.Request(url, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
         "User-Agent": "envgen"})
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with fetching.urlopen(req, timeout=30) as r:
             kind = r.headers.get("Content-Type", "")
             body = r.read(32 * 1024 * 1024)
     except urllib.error.HTTPError as e:
@@ -459,10 +461,11 @@ def probe_index(index: str, timeout: float = PROBE_S) -> str | None:
     host = f"{parts.scheme}://{parts.netloc}"
     if host not in _UNREACHABLE:
         why = None
+        from ..core import fetching
         req = urllib.request.Request(index.rstrip("/") + "/", method="HEAD",
                                      headers={"User-Agent": "envgen"})
         try:
-            urllib.request.urlopen(req, timeout=timeout).close()
+            fetching.urlopen(req, timeout=timeout).close()
         except urllib.error.HTTPError:
             pass   # it answered
         except (urllib.error.URLError, OSError) as e:
