@@ -260,16 +260,16 @@ def test_an_unwritable_store_is_found_before_the_run(monkeypatch, tmp_path):
 
 
 def test_a_certificate_that_cannot_be_saved_is_printed(monkeypatch, capsys):
-    from envgen.commands import certify as cmd
+    from envgen import job
+    from envgen.certify import docker as certify_docker
     cert = _cert()
-    monkeypatch.setattr(cmd, "certify", lambda *a, **k: dict(cert))
+    monkeypatch.setattr(certify_docker, "certify", lambda *a, **k: dict(cert))
 
     def full(_c):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(cmd.certs, "save", full)
-    args = types.SimpleNamespace(gpus="none")
+    monkeypatch.setattr(job.certs, "save", full)
     with pytest.raises(EnvironmentMissing) as e:
-        cmd.run_certify(args, None, ID, None, None)
+        job.certify_and_store(None, ID, None, None, job.CertifyOptions(gpus="none"))
     assert "passed but its certificate could not be saved" in e.value.message
     assert "No space left on device" in e.value.message
     assert e.value.output["image_id"] == ID
@@ -279,8 +279,9 @@ def test_a_certificate_that_cannot_be_saved_is_printed(monkeypatch, capsys):
 
 @pytest.mark.parametrize("passed", [True, False])
 def test_build_certify_tags_only_a_certified_image(monkeypatch, capsys, passed):
-    from envgen.commands import build as cmd
-    from envgen.commands import certify as cert_cmd
+    from envgen import job
+    from envgen.build import buildkit
+    from envgen.runtime import docker as engine
     tagged, built = [], {}
     res = types.SimpleNamespace(image_id=ID, tag="envgen-test/x:1", seconds=1.0,
                                 builder="fake", size_bytes=1, log="log",
@@ -289,11 +290,11 @@ def test_build_certify_tags_only_a_certified_image(monkeypatch, capsys, passed):
     def fake_build(st, tag, tag_it, **kw):
         built["tag_it"] = tag_it
         return res
-    monkeypatch.setattr(cmd, "build", fake_build)
-    monkeypatch.setattr(cmd, "tag_image", lambda c, i, t: tagged.append(t))
-    monkeypatch.setattr(cmd.engine, "client", lambda: None)
-    monkeypatch.setattr(cert_cmd.certs, "check_writable", lambda: None)
-    monkeypatch.setattr(cert_cmd, "run_certify", lambda *a, **k: {
+    monkeypatch.setattr(buildkit, "build", fake_build)
+    monkeypatch.setattr(buildkit, "tag_image", lambda c, i, t: tagged.append(t))
+    monkeypatch.setattr(engine, "client", lambda: None)
+    monkeypatch.setattr(job.certs, "check_writable", lambda: None)
+    monkeypatch.setattr(job, "certify_and_store", lambda *a, **k: {
         **_cert(passed=passed), "level": "cpu", "_path": "p", "seconds": 1,
         "host": {"gpus": [], "driver": None}, "report": {"checks": []}})
     rc = main(["build", "pytorch-cu121", "--certify", "--tag", "envgen-test/x:1", "--json"])

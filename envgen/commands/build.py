@@ -1,39 +1,31 @@
-"""`envgen build SPEC [--certify]`."""
+"""`envgen build SPEC [--certify]`: parse, call the job (envgen/job.py), print."""
 from __future__ import annotations
 
-from ..build.buildkit import build, tag_image
+from .. import job
 from ..core.errors import CheckFailed
-from ..core.image import default_tag, parse_tagged
-from ..runtime import docker as engine
 from ._common import load_matrix_for, out_json, print_certificate, progress_for, resolve_for
 
 
+def options(args) -> job.CertifyOptions:
+    """The certification options the flags give."""
+    return job.CertifyOptions(gpus=args.gpus, access=getattr(args, "gpu_access", "auto"),
+                              timeout=getattr(args, "timeout", 900),
+                              steps=getattr(args, "steps", None),
+                              multi_gpu=getattr(args, "multi_gpu", False),
+                              measure=getattr(args, "measure", "basic"))
+
+
 def run(args) -> int:
-    # Every input is checked before the first layer is built.
     m = load_matrix_for(args)
     st = resolve_for(args, m)
-    tag = args.tag or default_tag(st)
-    parse_tagged(tag)
-    hg = None
-    if args.certify:
-        from .certify import check_inputs
-        hg = check_inputs(args)
-    c = engine.client()
-    report = progress_for(args)
-    report(f"building {st.stack}: {st.framework_package} {st.version} ({st.variant}), "
-           f"Python {st.python}, base {st.base.name}")
-    # With --certify the tag comes only after the image passed: a tag names what works.
-    res = build(st, tag=tag, progress=report, no_cache=args.no_cache,
-                builder=args.builder, client=c, tag_it=not args.certify)
+    done = job.build_and_certify(st, m, tag=args.tag,
+                                 certify=options(args) if args.certify else None,
+                                 no_cache=args.no_cache, builder=args.builder,
+                                 progress=progress_for(args))
+    res, cert = done.build, done.certificate
     out = res.to_json()
-    cert = None
-    if args.certify:
-        from .certify import run_certify
-        cert = run_certify(args, c, res.image_id, m, hg, tags=(tag,))
-        if cert["passed"]:
-            tag_image(c, res.image_id, tag)
-        else:
-            out["tag"] = None
+    if cert is not None:
+        out["tag"] = done.tag
         out["certificate"] = {k: cert[k] for k in ("level", "passed", "created")}
         out["certificate"]["path"] = cert["_path"]
     if args.json:
@@ -48,5 +40,5 @@ def run(args) -> int:
         if args.json:
             return CheckFailed.exit_code
         raise CheckFailed(f"{res.image_id[:19]} was built but failed certification, so it "
-                          f"was not tagged {tag} ({cert['_path']})")
+                          f"was not tagged {res.tag} ({cert['_path']})")
     return 0
