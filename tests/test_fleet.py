@@ -5,6 +5,7 @@ Kubernetes API (tests/data/kubernetes/job-batch-v1.json, strict)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -308,3 +309,17 @@ def test_a_job_asks_for_its_gpus_on_its_product_with_the_run_profile(tmp_path):
         base["command"].index("--require") + 1] == "cuda"
     cpu = manifests(tmp_path)[2]["spec"]["template"]["spec"]
     assert "nodeSelector" not in cpu and "resources" not in cpu["containers"][0]
+
+
+def test_manifests_have_no_yaml_anchors_and_an_unpushed_image_is_named(tmp_path):
+    f = fleet_of(tmp_path, GOOD)
+    from envgen.core.image import default_tag
+    images = {default_tag(t.resolved): ("sha256:" + "c" * 64, [], [default_tag(t.resolved)])
+              for t in f.tasks()}
+    out = kubernetes.write(f, tmp_path / "k8s", images=images)
+    texts = [Path(m["path"]).read_text() for m in out["manifests"]]
+    assert not any(re.search(r"[&*]id\d{3}", t) for t in texts)
+    assert sorted(out["unpushed"]) == sorted({default_tag(t.resolved) for t in f.tasks()})
+    pushed = kubernetes.write(f, tmp_path / "k8s2", images={
+        k: (i, [f"registry.example/x@sha256:{'d' * 64}"], t) for k, (i, _, t) in images.items()})
+    assert pushed["unpushed"] == []

@@ -79,6 +79,10 @@ def _kubernetes(args, fleet) -> int:
         out_json(written)
     else:
         print(f"{len(written['manifests'])} Job manifest(s) in {written['folder']}")
+        for ref in written["unpushed"]:
+            print(f"  warning: {ref} is only on this Docker daemon (no registry digest): push "
+                  f"it (`envgen lock SPEC --push REGISTRY/TEAM`) so the nodes can pull it by "
+                  f"digest, then write the manifests again")
         print(f"  apply: kubectl apply -f {written['folder']}")
         print("  read:  kubectl logs job/NAME | envgen certs import -")
     return 0

@@ -105,15 +105,29 @@ def local_images(fleet: Fleet) -> dict:
     return out
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """YAML without anchors and aliases: each manifest reads whole on its own (kubectl and
+    reviewers do not expand `*id001`)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
+    """DIR/TASK.yaml, one Job per task; `unpushed` names each image that only this daemon
+    has (no registry digest): a node elsewhere cannot pull it, so it is said, not hidden."""
     from ..core.files import write_atomic
     images = local_images(fleet) if images is None else images
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, unpushed = [], []
     for task in fleet.tasks():
         path = out / f"{task.name}.yaml"
+        doc = manifest(task, images)
         write_atomic(path, f"# envgen fleet: task {task.index}, target {task.target.name}\n"
-                     + yaml.safe_dump(manifest(task, images), sort_keys=False, width=100))
+                     + yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=100))
+        pull, _, _ = image_of(task, images)
+        if "@sha256:" not in pull and pull not in unpushed:
+            unpushed.append(pull)
         written.append({"name": task.name, "path": str(path), "stack": task.resolved.stack,
-                        "target": task.target.name})
-    return {"folder": str(out), "manifests": written}
+                        "target": task.target.name, "image": pull})
+    return {"folder": str(out), "manifests": written, "unpushed": unpushed}
