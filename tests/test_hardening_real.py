@@ -195,7 +195,7 @@ def test_the_container_of_a_killed_envgen_is_reaped_by_the_next_run(tmp_path):
 # its own limit ended it. And this one reaps nothing: other runs' containers are theirs.
 _HOLD = """
 import os, socket, sys
-from envgen import engine
+from envgen.runtime import docker as engine
 engine.owner = lambda: f"{socket.gethostname()}:{os.getppid()}"
 engine.reap = lambda c: []
 c = engine.client()

@@ -27,7 +27,6 @@ _PROFILE = re.compile(r"[a-z0-9-]{0,40}")
 # fields a person reads in a table: printable ASCII, one line, no room for a sequence
 _GPU_NAME = re.compile(r"[\x20-\x7e]{1,128}")
 _DRIVER = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}")
-_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,299}")
 _CHECK_NAME = re.compile(r"[\x20-\x7e]{1,200}")
 
 
@@ -97,9 +96,10 @@ def form_problem(cert, now: float | None = None) -> str | None:
     tags = cert.get("image_tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         return "image_tags is not a list of tags"
-    bad = next((t for t in tags if not _TAG.fullmatch(t)), None)
+    # an image reference, or the path of a SIF (`certify FILE.sif`): one printable line
+    bad = next((t for t in tags if not (0 < len(t) <= 1000 and t.isprintable())), None)
     if bad is not None:
-        return f"image_tags holds {_shown(bad)}, which is not an image reference"
+        return f"image_tags holds {_shown(bad)}, which is not one printable line"
     problems = stack_problems(cert.get("stack"))
     if problems:
         return f"its stack is not one envgen wrote ({problems[0]})"
