@@ -62,13 +62,15 @@ def test_top_level_help_lists_exit_codes_and_every_variable(capsys):
 
 
 def _read_variables() -> set[str]:
-    """ENVGEN_* variables the package's code reads (os.environ and seconds_from_env)."""
+    """ENVGEN_* variables the package's code reads (os.environ, seconds_from_env and
+    environ.checked)."""
     found = set()
     for f in (ROOT / "envgen").rglob("*.py"):
         text = f.read_text()
         found |= set(re.findall(r"""(?:environ|env)(?:\.get\(|\[)\s*["'](ENVGEN_[A-Z_]+)""",
                                 text))
-        found |= set(re.findall(r"""seconds_from_env\(\s*["'](ENVGEN_[A-Z_]+)""", text))
+        found |= set(re.findall(r"""(?:seconds_from_env|checked)\(\s*["'](ENVGEN_[A-Z_]+)""",
+                                text))
     return found
 
 

@@ -177,12 +177,12 @@ def test_a_store_interrupted_between_its_history_and_current_files_is_finished(h
                                                                                monkeypatch):
     c = made()
     real_write = files.write_json
+    history_dir = f"/{certs.HISTORY}/"
 
     def current_fails(path, obj):
-        if HISTORY_DIR not in str(path):
+        if history_dir not in str(path):
             raise OSError(errno.EIO, "Input/output error", str(path))
         return real_write(path, obj)
-    HISTORY_DIR = f"/{certs.HISTORY}/"
     monkeypatch.setattr(certs, "write_json", current_fails)
     with pytest.raises(OSError):
         certs.store(c)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import home as state
+from ..core.environ import checked
 from ..core.errors import BuildFailed, EnvironmentMissing, InputError
 from ..core.files import check_writable
 from ..core.image import default_tag, parse_tagged, split_tag
@@ -208,11 +209,8 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
         argv.append("--no-cache")
     for key, value in (build_args or {}).items():
         argv += ["--build-arg", f"{key}={value}"]
-    network = os.environ.get("ENVGEN_BUILD_NETWORK")
-    if network:  # e.g. "none" on an offline daemon
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", network):
-            raise InputError(f"ENVGEN_BUILD_NETWORK={network[:40]!r} is not a network name "
-                             f"(default, host, none or a network of the daemon)")
+    network = checked("ENVGEN_BUILD_NETWORK")   # e.g. "none" on an offline daemon
+    if network:
         argv.append(f"--network={network}")
     argv.append(str(ctx))
     env = {**os.environ, **dict(cli.env)}

@@ -8,6 +8,7 @@ import os
 import re
 
 from .errors import EnvironmentMissing, InputError, shown
+from .provenance import REVISION, SOURCE_URL
 
 MAX_PATH = 4096
 
@@ -46,7 +47,7 @@ def _number(low: float, high: float, unit: str):
     return check
 
 
-def _pattern(pattern: str, what: str):
+def _pattern(pattern: str | re.Pattern, what: str):
     compiled = re.compile(pattern)
 
     def check(name: str, value: str) -> None:
@@ -73,10 +74,8 @@ CHECKS = {
     "ENVGEN_PYPI_SIMPLE": _pattern(_URL, "an http(s) URL of a simple index"),
     "ENVGEN_DEBIAN_MIRROR": _pattern(_URL, "an http(s) URL of a Debian mirror"),
     "ENVGEN_SOURCES": _pattern(r"pypi|index|" + _URL, "pypi, index or an http(s) URL"),
-    "ENVGEN_SOURCE_URL": _pattern(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)"
-                                  r"{1,8}", "an https URL of a repository"),
-    "ENVGEN_REVISION": _pattern(r"[0-9a-f]{7,64}", "a commit id (7 to 64 lowercase hex "
-                                                   "digits)"),
+    "ENVGEN_SOURCE_URL": _pattern(SOURCE_URL, "an https URL of a repository"),
+    "ENVGEN_REVISION": _pattern(REVISION, "a commit id (7 to 64 lowercase hex digits)"),
     "ENVGEN_DEBUG": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),
     "ENVGEN_NO_CACHE": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),
 }
@@ -91,3 +90,13 @@ def check(environ=None) -> None:
         if value is None or (value == "" and name != "ENVGEN_PROJECT"):
             continue
         rule(name, value)
+
+
+def checked(name: str, environ=None) -> str | None:
+    """The value of `name` (None when unset or empty), after its check: for a library caller
+    that reads a variable the CLI checked at start, so the rule is written once."""
+    env = os.environ if environ is None else environ
+    value = env.get(name) or None
+    if value is not None:
+        CHECKS[name](name, value)
+    return value

@@ -9,8 +9,8 @@ import re
 
 from .errors import InputError
 
-_URL = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+){1,8}")
-_REVISION = re.compile(r"[0-9a-f]{7,64}")
+SOURCE_URL = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+){1,8}")
+REVISION = re.compile(r"[0-9a-f]{7,64}")
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 
 
@@ -34,9 +34,9 @@ def current(environ=None) -> tuple[str | None, str | None]:
     if revision is None and env.get("GITHUB_SHA"):
         revision = env["GITHUB_SHA"]
     if source is not None:
-        _checked("the source URL (ENVGEN_SOURCE_URL or GITHUB_SERVER_URL)", source, _URL,
+        _checked("the source URL (ENVGEN_SOURCE_URL or GITHUB_SERVER_URL)", source, SOURCE_URL,
                  "an https URL of a repository")
     if revision is not None:
-        _checked("the revision (ENVGEN_REVISION or GITHUB_SHA)", revision, _REVISION,
+        _checked("the revision (ENVGEN_REVISION or GITHUB_SHA)", revision, REVISION,
                  "a commit id (7 to 64 lowercase hex digits)")
     return source, revision

@@ -25,12 +25,6 @@ def escaped(text: str) -> str:
     return _CONTROL.sub(_visible, text)
 
 
-def has_control(text: str) -> bool:
-    """Whether `text` holds a character `escaped` would rewrite (newline and tab included
-    here: a one-line field holds neither)."""
-    return bool(_CONTROL.search(text)) or "\n" in text or "\t" in text
-
-
 class Escaping:
     """A text stream that writes through `escaped`; everything else is the stream's own.
     `raw` is the stream itself, for a writer that emits its own sequences (rich's live view,

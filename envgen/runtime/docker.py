@@ -28,15 +28,11 @@ CALL_LABEL = "io.envgen.call"          # one run_to_end's token: finds a contain
 
 
 def seconds_from_env(name: str, default: float) -> float:
-    """A timeout from the environment (ENVGEN_DOCKER_TIMEOUT and friends), or the default."""
-    raw = os.environ.get(name, "")
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 86400:
-        raise InputError(f"{name}={raw[:40]!r} must be a number of seconds from 1 to 86400")
-    return value
+    """A timeout from the environment (ENVGEN_DOCKER_TIMEOUT and friends), or the default;
+    its range is core/environ.py's, which the CLI checks at start."""
+    from ..core.environ import checked
+    value = checked(name)
+    return float(value) if value else default
 
 
 def docker_host() -> str:
