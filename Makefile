@@ -47,6 +47,7 @@ test-docker: bootstrap-tests
 bench: bootstrap
 	$(PY) bench/reproducible.py --out bench/reproducible.json --markdown docs/benchmarks.md
 	$(PY) bench/layer_sharing.py --out bench/layer-sharing.json
+	$(PY) bench/intake/run.py --out bench/intake.json
 	$(PY) bench/bench.py --out bench/results.json --markdown docs/benchmarks.md $(BENCH_FLAGS)
 
 # The CLI's latency and render --all only: no Docker, a minute.
@@ -55,6 +56,7 @@ bench-cli: bootstrap
 
 bench-all: bootstrap
 	$(PY) bench/build_all.py
+	$(PY) bench/release_range.py
 
 golden:
 	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py

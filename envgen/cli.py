@@ -143,7 +143,8 @@ def cmd_render(args) -> int:
               f"{args.output}: " + ", ".join(str(f.relative_to(out)) for f in files))
         hashed = sum(1 for p in closure.pins if p.sha256)
         print(f"  closure: {len(closure.pins)} distributions, {hashed} hash-pinned ({origin})")
-        build = "DOCKER_BUILDKIT=1 docker build"
+        build = "DOCKER_BUILDKIT=1 docker build" + (
+            f" --platform {st.platform}" if st.platform != "linux/amd64" else "")
         if st.base.kind == "local":
             print(f"  build it: sh {out}/base/build-base.sh && {build} {out}")
         else:
@@ -224,8 +225,8 @@ def _later(name):
 
 # envgen.matrix.refresh.READERS, named here so that building the parser imports no reader
 # (tests/test_cli_contract.py holds the two equal)
-REFRESH_READERS = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "nemo",
-                   "jax", "tensorflow")
+REFRESH_READERS = ("pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate",
+                   "deepspeed", "nemo", "jax", "tensorflow", "platforms")
 
 
 def _argparse_untranslated() -> None:
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     host.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. H100 or 'RTX 4090'")
     host.add_argument("--cc", metavar="X.Y", help="GPU compute capability, e.g. 9.0")
     host.add_argument("--python", metavar="X.Y", help="Python version")
+    host.add_argument("--platform", metavar="OS/ARCH",
+                      help="image platform: linux/amd64 (default) or linux/arm64 (Grace); "
+                           "a Grace --gpu implies linux/arm64")
     host.add_argument("--sources", metavar="POLICY",
                       help="wheel sources: auto (default: PyPI first, then per-variant "
                            "indexes), pypi, index, or a PyPI mirror URL")
@@ -308,6 +312,20 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("-o", "--output", type=_path, metavar="FILE",
                     help="where to write it (default ./envgen.yaml)")
     it.add_argument("--force", action="store_true", help="replace an existing file")
+    it.add_argument("--from", dest="from_path", type=_path, metavar="PATH",
+                    help="the team's own file: a requirements file, pyproject.toml, setup.py "
+                         "or setup.cfg (read, never run), environment.yml, uv.lock, "
+                         "pylock.toml, or a folder holding one (docs/project.md)")
+    it.add_argument("--driver", help="with --from: the target's NVIDIA driver")
+    it.add_argument("--gpu", action="append", default=[], metavar="GPU",
+                    help="with --from: a target GPU (repeatable)")
+    it.add_argument("--python", help="with --from: the image's Python (3.X)")
+    it.add_argument("--extra", action="append", default=[], metavar="EXTRA",
+                    help="with --from: an optional-dependencies extra to include (repeatable)")
+    it.add_argument("--group", action="append", default=[], metavar="GROUP",
+                    help="with --from: a PEP 735 dependency group to include (repeatable)")
+    it.add_argument("--verbose", action="store_true",
+                    help="with --from: show uv's own output when it finds no closure")
     it.set_defaults(func=_later("init"))
 
     co = sub.add_parser("completion", help="a shell completion script (bash or zsh)",
@@ -448,8 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="what a driver upgrade changes for every stack, e.g. "
                          "535.104.05..550.54.14")
     df.add_argument("--gpu", metavar="NAME", help="judge the stacks on this GPU, e.g. H100")
-    df.add_argument("--fleet", metavar="FILE", type=_path,
-                    help="a YAML list of hosts (name, driver, gpu) to judge every stack on")
+    df.add_argument("--hosts", "--fleet", dest="fleet", metavar="FILE", type=_path,
+                    help="a hosts file: a YAML list of hosts (name, driver, gpus) to judge "
+                         "every stack on (examples/fleet.yaml; --fleet is its older name)")
     df.set_defaults(func=_later("diff"))
 
     def run_options(parser):
@@ -523,15 +542,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "forward compatibility, or not, each with its reason), the stored "
                         "certificates (copied into DIR/certs/) and, with --fleet, a filter by "
                         "the fleet's GPUs. The page needs no network: open it from disk.",
-                        epilog="example:\n  envgen report -o report/ --fleet "
+                        epilog="example:\n  envgen report -o report/ --hosts "
                         "examples/fleet.yaml\n  then open report/index.html "
                         "(report/index.html#gpu=H100 opens it filtered)",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("-o", "--output", required=True, metavar="DIR", type=_path,
                     help="folder to write index.html and certs/ into (made when missing)")
-    rp.add_argument("--fleet", metavar="FILE", type=_path,
-                    help="a fleet file, as for `envgen diff --fleet`: its GPUs become a "
-                         "filter and its hosts' driver branches are marked")
+    rp.add_argument("--hosts", "--fleet", dest="fleet", metavar="FILE", type=_path,
+                    help="a hosts file, as for `envgen diff --hosts`: its GPUs become a "
+                         "filter and its hosts' driver branches are marked (--fleet is its "
+                         "older name)")
     rp.set_defaults(func=_later("report"))
 
     fl = sub.add_parser(
@@ -559,6 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--engine", choices=["docker", "apptainer"], default="docker",
                     help="what runs the image in each Slurm task (default docker; "
                          "apptainer certifies each stack's `sif:`)")
+    fl.add_argument("--python", metavar="PATH",
+                    help="with --slurm: the interpreter with envgen on the nodes (default: "
+                         "the one beside `envgen` on the node's PATH, else python3)")
     fl.set_defaults(func=_later("fleet"))
 
     ci = sub.add_parser("ci", help="CI files: a GitHub workflow, a docker-bake.json or a "

@@ -139,70 +139,72 @@ class FleetHost:
     line: int = 0
 
 
-def parse_fleet(doc, file: str, m: Matrix) -> list[FleetHost]:
-    """Validate a fleet document (from matrix.yamlfile.load_file); every problem is named
-    with its file:line, the first one raised with a count of the rest."""
-    problems: list[tuple[int | None, str]] = []
-    hosts: list[FleetHost] = []
+# The hosts file's form (`envgen diff --hosts`, `report --hosts`, examples/fleet.yaml) as
+# JSON Schema, checked through the matrix's machinery (matrix/forms.py) with file:line. Not
+# the fleet spec of `envgen fleet` (stacks x targets: fleet/spec.py). What a schema cannot
+# say stays in parse_hosts: a host listed twice, a GPU the matrix must know.
+HOSTS_FILE = {
+    "type": "object", "required": ["hosts"], "additionalProperties": False,
+    "message": "a hosts file must be a mapping with a list `hosts:` (a fleet spec, `stacks:` "
+               "and `targets:`, is what `envgen fleet` reads)",
+    "properties": {"hosts": {
+        "type": "array", "message": "a hosts file must be a mapping with a list `hosts:`",
+        "items": {
+            "type": "object", "required": ["name", "driver", "gpus"],
+            "additionalProperties": False,
+            "message": "a host must be a mapping with name, driver, gpus",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 200,
+                         "message": "a host needs a `name:` string"},
+                "driver": {"type": "string", "pattern": f"^(?:{DRIVER_RE.pattern})$",
+                           "message": "driver {value} is not a version like 535.104.05"},
+                "gpus": {"type": "array", "minItems": 1,
+                         "message": "`gpus:` must be a non-empty list of GPU names",
+                         "items": {"type": "string", "maxLength": 200,
+                                   "message": "{value} is not a GPU name"}}}}}},
+}
 
-    def line_of(obj, key=None, default=None):
-        lines = getattr(obj, "lines", None)
-        if key is not None and isinstance(lines, dict) and key in lines:
-            return lines[key]
-        return getattr(obj, "line", None) or default
 
+def parse_hosts(doc, file: str, m: Matrix) -> list[FleetHost]:
+    """Validate a hosts file (from matrix.yamlfile.load_file): its form against HOSTS_FILE,
+    then the names and GPUs; every problem is named with its file:line, together."""
+    from .matrix.forms import problems as form_problems
+    from .matrix.schema import line_of
+    if isinstance(doc, dict) and "hosts" not in doc and ("stacks" in doc or "targets" in doc):
+        raise InputError("this is a fleet spec (`stacks:` and `targets:`), which `envgen "
+                         "fleet` reads; --hosts takes a hosts file with a list `hosts:` "
+                         "(examples/fleet.yaml)", file=file, line=1)
+    problems = form_problems(doc, HOSTS_FILE)
     if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), list):
-        raise InputError("a fleet file must be a mapping with a list `hosts:`", file=file,
-                         line=line_of(doc, "hosts", 1))
-    for extra in sorted(set(doc) - {"hosts"}):
-        problems.append((line_of(doc, extra), f"unknown key {extra!r} (a fleet has `hosts:`)"))
+        raise InputError(problems[0][1], file=file, line=problems[0][0] or 1)
+    hosts: list[FleetHost] = []
     seen: dict[str, int] = {}
     for i, h in enumerate(doc["hosts"]):
-        at = doc["hosts"].lines[i] if hasattr(doc["hosts"], "lines") else None
         if not isinstance(h, dict):
-            problems.append((at, f"hosts[{i}] must be a mapping with name, driver, gpus"))
             continue
-        for extra in sorted(set(h) - {"name", "driver", "gpus"}):
-            problems.append((line_of(h, extra, at), (f"unknown key {extra!r} (a host has "
-                                                    f"name, driver, gpus)")))
-        name, driver, gpus = h.get("name"), h.get("driver"), h.get("gpus")
-        ok = True
-        if not isinstance(name, str) or not name:
-            problems.append((line_of(h, "name", at), f"hosts[{i}] needs a `name:` string"))
-            ok = False
-        elif name in seen:
-            problems.append((line_of(h, "name", at), (f"host {name!r} is listed twice (first "
-                                                     f"on line {seen[name]})")))
-        else:
-            seen[name] = line_of(h, "name", at)
-        if not isinstance(driver, str) or not DRIVER_RE.fullmatch(driver):
-            hint = " (quote it: YAML reads 535.104 as a number)" \
-                if isinstance(driver, (int, float)) else ""
-            problems.append((line_of(h, "driver", at), (f"host {name!r}: driver {driver!r} is "
-                                                       f"not a version like 535.104.05{hint}")))
-            ok = False
-        found: list[Gpu] = []
-        if not isinstance(gpus, list) or not gpus:
-            problems.append((line_of(h, "gpus", at), (f"host {name!r}: `gpus:` must be a "
-                                                     f"non-empty list of GPU names")))
-            ok = False
-        else:
-            for j, g in enumerate(gpus):
-                gpu = m.gpu(g) if isinstance(g, str) else None
-                if gpu is None:
-                    problems.append((gpus.lines[j] if hasattr(gpus, "lines") else at,
-                                     (f"host {name!r}: {g!r} is not a GPU in the matrix (see "
-                                     f"`envgen matrix show gpus`)")))
-                    ok = False
-                else:
-                    found.append(gpu)
-        if ok:
-            hosts.append(FleetHost(name, driver, tuple(found), at or 0))
+        name, gpus = h.get("name"), h.get("gpus")
+        if isinstance(name, str) and name in seen:
+            problems.append((line_of(doc, ["hosts", i, "name"]), (
+                f"host {name!r} is listed twice (first on line {seen[name]})")))
+        elif isinstance(name, str):
+            seen[name] = line_of(doc, ["hosts", i, "name"])
+        found = [m.gpu(g) for g in gpus if isinstance(g, str)] \
+            if isinstance(gpus, list) else []
+        for j, g in enumerate(gpus if isinstance(gpus, list) else []):
+            if isinstance(g, str) and m.gpu(g) is None:
+                problems.append((line_of(doc, ["hosts", i, "gpus", j]), (
+                    f"host {name!r}: {g!r} is not a GPU in the matrix (see `envgen matrix "
+                    f"show gpus`)")))
+        hosts.append(FleetHost(name, h.get("driver"), tuple(found),
+                               line_of(doc, ["hosts", i]) or 0))
     if problems:   # the same error type as a bad matrix file: each problem at file:line
         problems.sort(key=lambda p: p[0] or 0)
         raise MatrixError([MatrixError(message=msg, file=file, line=line)
                            for line, msg in problems])
     return hosts
+
+
+parse_fleet = parse_hosts   # the name it had while both files were called "fleet"
 
 
 def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | None = None,

@@ -15,6 +15,30 @@ from .runtime import host
 from .runtime.host import HostGpus
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+BINFMT = "/proc/sys/fs/binfmt_misc"
+# platform.machine() -> the image platform such a host runs natively; the binfmt_misc
+# handler (QEMU's, as Debian's qemu-user-static registers it) that runs the other one
+NATIVE = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64",
+          "arm64": "linux/arm64"}
+EMULATORS = {"linux/arm64": "qemu-aarch64", "linux/amd64": "qemu-x86_64"}
+
+
+def platform_facts(machine: str | None = None, binfmt: str = BINFMT) -> dict:
+    """This host's machine (platform.machine()), the image platform it runs natively and
+    those it runs through an enabled QEMU binfmt_misc handler."""
+    import platform
+    machine = machine or platform.machine()
+    native = NATIVE.get(machine)
+    emulated = []
+    for plat, handler in EMULATORS.items():
+        try:
+            with open(os.path.join(binfmt, handler)) as f:
+                enabled = f.readline().strip() == "enabled"
+        except OSError:
+            enabled = False
+        if plat != native and enabled:
+            emulated.append(plat)
+    return {"machine": machine, "native": native, "emulated": emulated}
 
 
 def docker_facts(client=engine.client, cdi_dirs=CDI_DIRS) -> dict:
@@ -46,9 +70,41 @@ def _driver_view(m: Matrix, driver: str, today: str) -> dict:
     return out
 
 
+def certified_here(m: Matrix, cert_list: list[dict], gpus: HostGpus) -> dict[str, dict]:
+    """stack name (NAME.STACK for a project's) -> the newest passing certificate in this
+    host's store that speaks for this host: a run on no GPU (level cpu: any host with a
+    Docker daemon runs it so) or a run on this host's GPU kinds under its driver's branch
+    (certs.view.on_host). A GPU run wins over a CPU run."""
+    from .certs import certificate
+    from .certs.view import on_host, stack_name
+
+    def gpu_of(name):
+        g = m.gpu(name)
+        return g.name if g else None
+    out: dict[str, dict] = {}
+    for c in sorted(cert_list, key=lambda c: str(c.get("created") or ""), reverse=True):
+        if c.get("passed") and not certificate.where(c)["count"]:
+            out.setdefault(stack_name(c), {"level": c.get("level") or "cpu",
+                                           "created": c.get("created"),
+                                           "image_id": c["image_id"], "where": "no GPU"})
+    if gpus.driver and gpus.gpus:
+        kinds = {gpu_of(g.name) for g in gpus.gpus} - {None}
+        for row in on_host(cert_list, kinds, gpus.driver, gpu_of):
+            if row["passed"]:
+                out[row["stack"]] = {"level": "cuda", "created": row["created"],
+                                     "image_id": row["image_id"],
+                                     "where": certificate.where_text(
+                                         {"gpu": row["gpu"], "count": row["gpu_count"],
+                                          "driver": row["driver"]})}
+    return out
+
+
 def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
-            stacks: dict | None = None) -> dict:
-    """The doctor's report. `ok` is False (exit 3) without a GPU or a Docker daemon."""
+            stacks: dict | None = None, certified: dict | None = None,
+            platform: dict | None = None) -> dict:
+    """The doctor's report. `ok` is False (exit 3) without a GPU or a Docker daemon.
+    `certified` (certified_here): what this host's store has certified here; each stack's
+    row carries it, and `summary` leads with it."""
     today = today or time.strftime("%Y-%m-%d")
     problems, warnings = [], []
     if not gpus.gpus:
@@ -59,6 +115,9 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
         warnings.append("Docker has no nvidia runtime and no CDI spec: envgen passes GPUs "
                         "as device nodes plus driver files (install the NVIDIA Container "
                         "Toolkit for --gpus)")
+    if platform and platform.get("native") is None:
+        warnings.append(f"this host's machine is {platform.get('machine')}: envgen builds "
+                        f"linux/amd64 and linux/arm64 images, neither runs here natively")
     gpu_rows = []
     for g in gpus.gpus:
         known = m.gpu(g.name)
@@ -84,12 +143,45 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
             rows[name] = verdict(m, st, gpus.driver or "0")
         else:
             rows[name] = verdict(m, st, gpus.driver, first_known, cc=first.cc)
+    certified = certified or {}
+    for name, row in rows.items():
+        row["certified"] = certified.get(name)
+    for name in sorted(set(certified) - set(rows)):   # a project's image: NAME.STACK
+        rows[name] = {"runs": certified[name]["level"] == "cuda", "how": None,
+                      "why": "a project's image", "certified": certified[name]}
     return {"ok": not problems, "problems": problems, "warnings": warnings,
+            **({"platform": platform} if platform is not None else {}),
             "driver": _driver_view(m, gpus.driver, today) if gpus.driver else None,
             "gpus": gpu_rows, "docker": docker, "stacks": rows,
-            "runs": [n for n, r in rows.items() if r["runs"]]}
+            "runs": [n for n, r in rows.items() if r["runs"]],
+            "certified": sorted(n for n, r in rows.items() if r["certified"]),
+            "summary": summary(rows)}
 
 
-def doctor(m: Matrix, detect=None, docker=None, today=None) -> dict:
-    """Detect (nvidia-smi, the daemon: both replaceable) and examine."""
-    return examine(m, (detect or host.detect)(), (docker or docker_facts)(), today)
+def summary(rows: dict) -> str:
+    """One sentence that leads with what can be done here."""
+    cert = sorted(n for n, r in rows.items() if r.get("certified"))
+    more = sorted(n for n, r in rows.items() if r["runs"] and not r.get("certified"))
+    cannot = len(rows) - len(cert) - len(more)
+    parts = []
+    if cert:
+        shown = ", ".join(f"{n} at level {rows[n]['certified']['level']}" for n in cert[:4])
+        parts.append(f"{len(cert)} stack(s) certified here ({shown}"
+                     f"{', ...' if len(cert) > 4 else ''})")
+    else:
+        parts.append("nothing certified here yet")
+    parts.append(f"{len(more)} more can run here" + (f" ({', '.join(more[:4])}"
+                                                     f"{', ...' if len(more) > 4 else ''})"
+                                                     if more else ""))
+    parts.append(f"{cannot} cannot")
+    return "; ".join(parts)
+
+
+def doctor(m: Matrix, detect=None, docker=None, today=None, cert_list=None) -> dict:
+    """Detect (nvidia-smi, the daemon: both replaceable), read the store and examine."""
+    gpus = (detect or host.detect)()
+    if cert_list is None:
+        from .certs import store
+        cert_list = store.load_all()
+    return examine(m, gpus, (docker or docker_facts)(), today,
+                   certified=certified_here(m, cert_list, gpus), platform=platform_facts())

@@ -2,11 +2,11 @@
 test_docker_real.py (CPU, CI) and bench/gpu/run.sh (GPU, recorded in docs/certification.md)."""
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 
+import fakes
 import pytest
+from fakes import FakeContainer  # noqa: F401  (test_run_profile takes it from here)
 
 from envgen.certify.docker import certify
 from envgen.core.errors import CheckFailed, EnvironmentMissing, InputError
@@ -30,74 +30,19 @@ def _stack(matrix, text):
     return resolve(matrix, parse_spec(text, matrix), Host())
 
 
-def _tar(data: bytes):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as t:
-        info = tarfile.TarInfo("torch_smoke.py")
-        info.size = len(data)
-        t.addfile(info, io.BytesIO(data))
-    return [buf.getvalue()]
+def FakeImage(stack, env=None, user="envgen"):
+    """The image a certification inspects: the stack's label, its env and user."""
+    labels = {"io.envgen.stack": json.dumps(stack.to_json())} if stack else {}
+    return fakes.FakeImage("sha256:" + "ab" * 32, ["envgen/test:1"], labels, env=env,
+                           user=user)
 
 
-class FakeContainer:
-    def __init__(self, report, exit_code=0, hang=False, payload=b"print()"):
-        self.report, self.exit_code, self.hang, self.payload = report, exit_code, hang, payload
-        self.removed = self.killed = self.started = False
-
-    def get_archive(self, path):
-        if self.payload is None:
-            raise RuntimeError("no such file")
-        return _tar(self.payload), {}
-
-    def start(self):
-        self.started = True
-
-    def wait(self, timeout=None):
-        if self.hang:
-            raise TimeoutError("Read timed out")
-        return {"StatusCode": self.exit_code}
-
-    def kill(self):
-        self.killed = True
-
-    def logs(self, stdout=True, stderr=False):
-        if stdout:
-            return (json.dumps(self.report) + "\n").encode() if self.report else b""
-        return b"Traceback: boom\n"
-
-    def remove(self, force=False):
-        self.removed = True
-
-
-class FakeImage:
-    def __init__(self, stack, env=None, user="envgen"):
-        self.id = "sha256:" + "ab" * 32
-        self.tags = ["envgen/test:1"]
-        labels = {"io.envgen.stack": json.dumps(stack.to_json())} if stack else {}
-        self.attrs = {"Config": {"Labels": labels, "Env": [f"{k}={v}" for k, v in
-                                                            (env or {}).items()],
-                                 "User": user}}
-
-
-class FakeClient:
-    def __init__(self, image, container, runtimes=("runc",)):
-        self.image, self.container, self.runtimes = image, container, runtimes
-        self.create_kwargs = None
-        self.images = self
-        self.containers = self
-
-    def get(self, ref):
-        import docker
-        if self.image is None:
-            raise docker.errors.ImageNotFound("nope")
-        return self.image
-
-    def create(self, image, **kw):
-        self.create_kwargs = kw
-        return self.container
-
-    def info(self):
-        return {"Runtimes": {r: {} for r in self.runtimes}, "ServerVersion": "20.10.24"}
+def FakeClient(image, container, runtimes=("runc",)):
+    """A daemon whose every reference names `image` (none: no image at all), and whose
+    every container is `container`."""
+    c = fakes.FakeDocker(container=container, runtimes=runtimes, any_ref=image)
+    c.container = container
+    return c
 
 
 def _report(level="cpu", passed=True):

@@ -1,5 +1,6 @@
 """envgen diff: drivers, fleets and matrix revisions (pure logic; no Docker)."""
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,7 +37,8 @@ def run_json(capsys, *argv):
 
 
 def torch_only(names):
-    return [n for n in names if n.startswith("pytorch-")]
+    """The PyTorch stacks alone (pytorch-lightning-cu130 is Lightning's)."""
+    return [n for n in names if re.fullmatch(r"pytorch-(cpu|cu[0-9]+)", n)]
 
 
 # ---- one driver, one GPU -------------------------------------------------------------------
@@ -117,7 +119,7 @@ def test_cli_driver_diff_json_lists_start_and_stop_working(capsys):
 
 def test_cli_driver_diff_human_table_has_summary(capsys):
     assert main(["diff", "--driver", f"{R535}..{R580}", "--gpu", "RTX 4090"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())   # the summary is wrapped
     assert "R535 → R580 on RTX 4090: accelerate-cu130" in out
     assert "pytorch-cu130, pytorch-cu132" in out and "start working; none stop" in out
 

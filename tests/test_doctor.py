@@ -3,6 +3,7 @@ import json
 import os
 
 import pytest
+from fakes import FakeDocker
 
 from envgen import doctor as dr
 from envgen.cli import main
@@ -25,12 +26,9 @@ def m():
     return load_matrix()
 
 
-class FakeClient:
-    def __init__(self, info):
-        self._info = info
-
-    def info(self):
-        return self._info
+def FakeClient(info):
+    """A daemon that answers `docker info` with `info` (tests/fakes.py)."""
+    return FakeDocker(info=info)
 
 
 def test_h200_on_r580_runs_cu132_and_reports_the_busy_gpu(m):

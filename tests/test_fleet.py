@@ -120,7 +120,7 @@ def test_the_cli_refuses_a_bad_file_with_exit_2_and_its_line(tmp_path):
 
 def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp_path):
     f = fleet_of(tmp_path, GOOD)
-    out = slurm.write(f, tmp_path / "run")
+    slurm.write(f, tmp_path / "run")
     h100 = (tmp_path / "run/slurm/h100.sbatch").read_text()
     cpu = (tmp_path / "run/slurm/cpu.sbatch").read_text()
     assert "#SBATCH --partition=gpu-h100" in h100 and "#SBATCH --gres=gpu:2" in h100
@@ -128,7 +128,9 @@ def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp
     assert "--gres" not in cpu and "#SBATCH --array=2-3" in cpu
     assert "pytorch" not in h100.split("\n", 2)[2]   # specs stay in tasks.json, not the script
     last = h100.strip().splitlines()[-1]
-    assert shlex.split(last)[2:] == ["-m", "envgen.fleet.task", out["folder"]]
+    assert shlex.split(last) == ["exec", "$envgen_py", "-m", "envgen.fleet.task",
+                                 "$SLURM_SUBMIT_DIR"]
+    assert "#SBATCH --output=logs/%A_%a.out" in h100
     tasks = json.loads((tmp_path / "run/tasks.json").read_text())["tasks"]
     cmd = argv(tasks[0], python="py")
     assert cmd[-2:] == ["--", "pytorch-cu121"] and cmd[cmd.index("--gpus") + 1] == "all"
@@ -166,15 +168,59 @@ def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
     f = fleet_of(tmp_path, GOOD, name="fleet.yaml\ntouch pwned #")
     slurm.write(f, tmp_path / "run")
     script = (tmp_path / "run/slurm/cpu.sbatch").read_text()
-    assert "pwned" not in script and all(
-        ln.startswith(("#", "set ", "exec ")) for ln in script.strip().splitlines())
+    body = [ln for ln in script.strip().splitlines() if not ln.startswith("#")]
+    assert "pwned" not in script and body == ["set -eu", *slurm.FIND_PYTHON]
 
 
-def test_an_output_folder_a_batch_script_cannot_hold_plainly_is_refused(tmp_path):
+def test_a_batch_script_names_no_path_of_the_machine_that_wrote_it(tmp_path):
+    """The run folder is $SLURM_SUBMIT_DIR and the interpreter is found on the node, so the
+    folder can be moved (or seen at another mount point) and run from there."""
+    import subprocess
+    import sys
     f = fleet_of(tmp_path, GOOD)
+    slurm.write(f, tmp_path / "a b$(id)")    # any folder: it is never written into a script
+    script = (tmp_path / "a b$(id)/slurm/cpu.sbatch").read_text()
+    assert str(tmp_path) not in script and sys.executable not in script
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "a b$(id)").rename(moved)
+    venv = tmp_path / "venv/bin"     # envgen on the node's PATH, its Python beside it
+    venv.mkdir(parents=True)
+    (venv / "envgen").write_text("#!/bin/sh\n")
+    (venv / "python").write_text(f'#!/bin/sh\n[ "$1" = -c ] && exit 0\n'
+                                 f'echo "$0 $*" > {shlex.quote(str(tmp_path / "ran"))}\n')
+    for x in ("envgen", "python"):
+        (venv / x).chmod(0o755)
+    env = {"PATH": f"{venv}:/usr/bin:/bin", "SLURM_SUBMIT_DIR": str(moved)}
+    r = subprocess.run(["bash", str(moved / "slurm/cpu.sbatch")], env=env, cwd="/",
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "ran").read_text().split() == [
+        str(venv / "python"), "-m", "envgen.fleet.task", str(moved)]
+    # submitted from a folder without tasks.json: one sentence, exit 2
+    r = subprocess.run(["bash", str(moved / "slurm/cpu.sbatch")],
+                       env={**env, "SLURM_SUBMIT_DIR": str(tmp_path)}, cwd="/",
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "holds no tasks.json" in r.stderr
+    # no envgen on PATH and a python3 without it: exit 3 saying what to do
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (bare / "python3").chmod(0o755)
+    r = subprocess.run(["bash", str(moved / "slurm/cpu.sbatch")],
+                       env={**env, "PATH": f"{bare}:/usr/bin:/bin"}, cwd="/",
+                       capture_output=True, text=True)
+    assert r.returncode == 3 and "--python PATH" in r.stderr
+
+
+def test_python_names_the_nodes_interpreter_and_must_be_plain(tmp_path):
     from envgen.core.errors import InputError
-    with pytest.raises(InputError, match="plain path"):
-        slurm.write(f, tmp_path / "a b$(id)")
+    f = fleet_of(tmp_path, GOOD)
+    slurm.write(f, tmp_path / "run", python="/shared/envgen/bin/python")
+    assert "envgen_py=/shared/envgen/bin/python\n" in (
+        tmp_path / "run/slurm/cpu.sbatch").read_text()
+    for bad in ("/x/a b", "$(id)", "-c"):
+        with pytest.raises(InputError, match="plain path"):
+            slurm.write(f, tmp_path / "run2", python=bad)
 
 
 def test_the_certificate_line_is_one_compact_json_line():

@@ -56,13 +56,19 @@ def cluster():
 
 def test_a_job_array_certifies_and_reports_fails_and_timeouts(jax_cpu, cluster, home,
                                                               tmp_path):
-    env = {**cluster.env, "ENVGEN_HOME": home}
+    # the tasks find envgen as a user's shell does: its venv's bin on PATH (sbatch passes
+    # the submitting environment on); the scripts name no path of this machine
+    import sys
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    env = {**cluster.env, "ENVGEN_HOME": home, "PATH": path}
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET)
     run = tmp_path / "run"
     started = time.monotonic()
     r = envgen("fleet", str(fleet), "--slurm", "-o", str(run), "--submit", "--json", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+    script = (run / "slurm/cpu.sbatch").read_text()
+    assert str(tmp_path) not in script and sys.executable not in script
     jobs = json.loads(r.stdout)["submitted"]
     assert [j["indices"] for j in jobs] == [[0, 1], [2, 3]]
     while time.monotonic() - started < 240:

@@ -126,8 +126,8 @@ def test_every_licence_in_the_bundled_matrix_is_canonical_spdx():
                                                for v in r.variants]
     assert all(canonical_license(x) == x for x in found if x)
     assert {r.framework for r in M.releases if r.license} == \
-        {"pytorch", "lightning", "transformers", "accelerate", "jax", "tensorflow",
-         "deepspeed", "nemo"}
+        {"pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate", "jax",
+         "tensorflow", "deepspeed", "nemo"}
 
 
 # ---- stacks and the label ------------------------------------------------------------------

@@ -4,8 +4,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
-import docker
 import pytest
+from fakes import FakeDocker, FakeImage  # noqa: F401  (test_verify takes FakeImage from here)
 
 from envgen.cli import main
 from envgen.core.errors import InputError
@@ -115,37 +115,9 @@ def test_requirements_are_sorted_and_each_has_hashes_or_a_note(stack):
 
 # ---- lock entries from (fake) images ----------------------------------------------------------
 
-class FakeImage:
-    def __init__(self, image_id, tags, labels, digests=()):
-        self.id, self.tags = image_id, list(tags)
-        self.attrs = {"Config": {"Labels": labels, "Env": [], "User": "envgen"},
-                      "RepoDigests": list(digests)}
-
-
-class FakeImages:
-    def __init__(self, *images):
-        self.by, self.removed = {}, []
-        for img in images:
-            self.add(img)
-
-    def add(self, img):
-        self.by[img.id] = img
-        for t in img.tags:
-            self.by[t] = img
-
-    def get(self, ref):
-        if ref in self.by:
-            return self.by[ref]
-        raise docker.errors.ImageNotFound(f"No such image: {ref}")
-
-    def remove(self, ref, force=False):
-        self.removed.append(ref)
-        self.by.pop(ref, None)
-
-
-class FakeClient:
-    def __init__(self, *images):
-        self.images = FakeImages(*images)
+def FakeClient(*images):
+    """A daemon holding `images` (tests/fakes.py)."""
+    return FakeDocker(*images)
 
 
 def image_of(stack, image_id="sha256:" + "1" * 64, tag="envgen/pytorch-cu121:2.3.1-py3.11"):
@@ -165,11 +137,13 @@ def test_lock_entry_records_image_base_packages_and_certificate(stack):
     name, e = lk.lock_entry(c, "envgen/pytorch-cu121:2.3.1-py3.11",
                             probe=lambda c, ref: probe({"six": "1.16.0"}),
                             fetch=index(("six-1.16.0-py2.py3-none-any.whl", SIX_116)),
-                            cert_for=lambda i: CERT)
+                            cert_for=lambda i, content=None: CERT)
     assert name == "pytorch-cu121"
     assert e["stack"] == stack.to_json()
+    from envgen.runtime.docker import content_of
     assert e["image"] == {"tag": "envgen/pytorch-cu121:2.3.1-py3.11", "id": CERT["image_id"],
-                          "repo_digests": [], "pinned": None, "layers": []}
+                          "repo_digests": [], "pinned": None, "layers": [],
+                          "content": content_of(c.images.get(CERT["image_id"]).attrs)}
     assert e["base"] == {"reference": stack.base.reference,
                          "name": "envgen/base:debian-bookworm-abc", "id": base.id}
     assert e["requirements"][0]["hashes"] == [f"sha256:{SIX_116}"]
@@ -183,7 +157,7 @@ def test_lock_entry_records_image_base_packages_and_certificate(stack):
 def test_lock_entry_of_an_image_not_built_by_envgen_is_input_error(stack):
     c = FakeClient(FakeImage("sha256:" + "2" * 64, ["debian:12"], {}))
     with pytest.raises(InputError, match="no io.envgen.stack label"):
-        lk.lock_entry(c, "debian:12", probe=None, fetch=None, cert_for=lambda i: None)
+        lk.lock_entry(c, "debian:12", probe=None, fetch=None, cert_for=lambda i, content=None: None)
 
 
 def test_default_lock_takes_the_newest_certificate_per_stack_and_skips_deleted_images():

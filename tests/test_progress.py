@@ -150,5 +150,5 @@ def test_a_projects_steps_have_their_names(tmp_path):
     text = (tmp_path / "ctx" / "Dockerfile").read_text().replace("\\\n", " ")
     runs = [" ".join(line.split()) for line in text.splitlines() if line.startswith("RUN ")]
     assert [step_name(c) for c in runs] == [
-        "user and venv", "packaging tools", "CUDA libraries", "framework", "companions",
-        "project apt packages", "project files", "payload, stack and closure"]
+        "user and venv", "installer (uv)", "packaging tools", "CUDA libraries", "framework",
+        "companions", "project apt packages", "project files", "payload, stack and closure"]

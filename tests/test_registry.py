@@ -6,6 +6,7 @@ import docker
 import pytest
 import requests
 import urllib3
+from fakes import FakeDocker
 
 from envgen.core.errors import CheckFailed, EnvironmentMissing, InputError
 from envgen.runtime import registry as reg
@@ -87,84 +88,10 @@ def test_push_refuses_a_hostile_tag_before_touching_the_daemon(tag):
 
 # --- a fake SDK: just what registry.py calls ---------------------------------------------
 
-class FakeImage:
-    def __init__(self, client, image_id, tags=()):
-        self.client, self.id = client, image_id
-        self.attrs = {"RepoTags": list(tags), "RepoDigests": []}
-
-    @property
-    def tags(self):
-        return self.attrs["RepoTags"]
-
-    def tag(self, repository, tag):
-        self.client.api.tag(self.id, repository, tag)
-        return True
-
-    def reload(self):
-        pass
-
-
-class FakeImages:
-    def __init__(self, client):
-        self.client, self.by_id, self.removed = client, {}, []
-
-    def add(self, image_id, *tags):
-        self.by_id[image_id] = FakeImage(self.client, image_id, tags)
-        return self.by_id[image_id]
-
-    def get(self, ref):
-        for img in self.by_id.values():
-            if ref == img.id or ref in img.tags or ref in img.attrs["RepoDigests"]:
-                return img
-        raise docker.errors.ImageNotFound(f"No such image: {ref}")
-
-    def remove(self, ref, noprune=False):
-        self.removed.append(ref)
-        self.get(ref).attrs["RepoTags"].remove(ref)
-
-
-class FakeApi:
-    def __init__(self, client, push=(), pull=(), record=True):
-        self.client, self.timeout, self.record = client, 600, record
-        self.push_lines, self.pull_lines, self.timeouts = push, pull, []
-
-    def tag(self, image_id, repository, tag, force=False):
-        ref = f"{repository}:{tag}"
-        for img in self.client.images.by_id.values():
-            if ref in img.tags:
-                img.attrs["RepoTags"].remove(ref)
-        self.client.images.by_id[image_id].attrs["RepoTags"].append(ref)
-
-    def _stream(self, lines):
-        self.timeouts.append(self.timeout)
-        if isinstance(lines, BaseException):
-            raise lines
-        for line in lines:
-            if isinstance(line, BaseException):
-                raise line
-            if "aux" in line and self.record:   # the daemon records the digest at the end
-                img = self.client.images.get(self.pushing)
-                img.attrs["RepoDigests"].append(
-                    f"{self.pushing.rpartition(':')[0]}@{line['aux']['Digest']}")
-            yield line
-
-    def push(self, repository, tag, stream, decode):
-        assert stream and decode
-        self.pushing = f"{repository}:{tag}"
-        return self._stream(self.push_lines)
-
-    def pull(self, repository, tag, stream, decode):
-        assert stream and decode
-        self.pulled = f"{repository}@{tag}"
-        if not isinstance(self.pull_lines, BaseException):
-            self.client.images.add(IMAGE_ID).attrs["RepoDigests"].append(self.pulled)
-        return self._stream(self.pull_lines)
-
-
-class FakeClient:
-    def __init__(self, push=(), pull=(), record=True):
-        self.images = FakeImages(self)
-        self.api = FakeApi(self, push, pull, record)
+def FakeClient(push=(), pull=(), record=True):
+    """A daemon whose push and pull answer with these lines, a pull giving IMAGE_ID
+    (tests/fakes.py)."""
+    return FakeDocker(push=push, pull=pull, record=record, pulled_id=IMAGE_ID)
 
 
 def ok_push(tag="t1"):

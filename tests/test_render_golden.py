@@ -101,12 +101,15 @@ def instructions(dockerfile: str) -> list[tuple[str, str]]:
 
 
 def is_pip(run: str) -> bool:
-    return " install --progress-bar off " in run
+    """A step that installs a layer, with pip or with uv (`uv pip install --no-config`)."""
+    return " install --progress-bar off " in run or " pip install --no-config " in run
 
 
 def pip_args(run: str) -> list[str]:
-    """The options of the `pip install` in a RUN."""
-    return shlex.split(run[run.index(" install --progress-bar") + 9:].split("&&")[0])
+    """The options of the `pip install` (or `uv pip install`) in a RUN."""
+    at = run.index(" install --progress-bar") if " install --progress-bar" in run else \
+        run.index(" pip install --no-config") + 4
+    return shlex.split(run[at + 9:].split("&&")[0])
 
 
 def read_requirements(path: Path) -> dict[str, tuple[str, list[str]]]:
@@ -140,8 +143,12 @@ def test_rendered_dockerfile_is_safe_pinned_and_cache_ordered(rendered, name):
     keywords = [k for k, _ in ins]
 
     assert not re.search(r"(?im)^#\s*syntax\s*=", text), "no `# syntax=` line"
-    assert keywords[0] == "FROM" and keywords.count("FROM") == 1
-    base = ins[0][1]
+    assert keywords[0] == "FROM"
+    # one stage, or the installer's throw-away stage beside it: FROM base AS env,
+    # FROM env AS uv, FROM env (the image)
+    froms = [a for k, a in ins if k == "FROM" and not a.endswith(" AS project-build")]
+    assert len(froms) == 1 or (froms[0].endswith(" AS env") and froms[1:] == ["env AS uv", "env"])
+    base = froms[0].removesuffix(" AS env")
     assert base.startswith(stack["base"]["image"]) and " " not in base
     if stack["base"]["digest"]:
         assert base.endswith("@" + stack["base"]["digest"]), "pinned by digest when known"

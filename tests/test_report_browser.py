@@ -56,9 +56,19 @@ PLACED = [{"schema": 1, "image_id": "sha256:" + "cd" * 32, "image_tags": [], "le
            "report": {"passed": True, "checks": [{"name": "train", "passed": True}]}}
           for created in ("2026-11-29T08:00:00Z",
                                                      "2026-11-30T08:45:02Z")]
+for c in PLACED:   # what the payload measured: the throughput chart draws it
+    c["report"] = c["report"] | {"metrics": {"samples_per_s": 21000.0, "gemm_tflops": 640.0}}
 PLACED.append(PLACED[0] | {"image_id": "sha256:" + "ef" * 32, "passed": False, "exit_code": 1,
                            "created": "2026-12-01T10:00:00Z",
                            "host": {"driver": "580.159.04", "gpus": [{"name": "NVIDIA H200"}]}})
+
+
+# a project's image over pytorch-cu121, certified at level cpu on no GPU
+PROJECT = {"schema": 1, "image_id": "sha256:" + "aa" * 32, "image_tags": [], "level": "cpu",
+           "passed": True, "created": "2026-12-02T09:00:00Z", "seconds": 12.0, "exit_code": 0,
+           "host": {"driver": None, "gpus": []},
+           "report": {"passed": True, "checks": [{"name": "train", "passed": True}],
+                      "metrics": {"samples_per_s": 1500.0}}}
 
 
 def chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -215,6 +225,7 @@ def page(tmp_path_factory):
     try:
         for cert in PLACED:
             certs.save(cert | {"stack": stack.to_json()})
+        certs.save(PROJECT | {"stack": stack.to_json() | {"project": {"name": "trainer"}}})
         (tmp / "fleet.yaml").write_text(FLEET)
         assert main(["report", "-o", str(tmp / "out"), "--fleet", str(tmp / "fleet.yaml")]) == 0
     finally:
@@ -290,10 +301,12 @@ def test_browser_shows_which_stack_is_certified_on_which_gpu_and_driver(page):
     tmp, url = page
     p = Placements()
     p.feed(dom(url, tmp))
-    assert p.heads == ["stack", "NVIDIA H100 80GB HBM3, driver 535.274.02",
+    assert p.heads == ["stack", "no GPU", "NVIDIA H100 80GB HBM3, driver 535.274.02",
                        "NVIDIA H200, driver 580.159.04"]
-    assert p.rows == {"pytorch-cu121": [("passed", "passed 2026-11-30 2 runs"),
-                                        ("failed", "failed 2026-12-01")]}
+    assert p.rows == {"pytorch-cu121": [("note", "-"), ("passed", "passed 2026-11-30 2 runs"),
+                                        ("failed", "failed 2026-12-01")],
+                      "trainer.pytorch-cu121": [("passed", "passed 2026-12-02"),
+                                                ("note", "-"), ("note", "-")]}
 
 
 def test_a_script_in_a_host_name_is_text_in_the_browser(loaded):
@@ -323,17 +336,74 @@ def test_gpu_filter_from_the_url_hash_shows_that_gpus_grid(page):
 
 def test_screenshot_shows_the_cell_colours(page):
     tmp, url = page
-    w, h, px = png_pixels(screenshot(url, tmp, tmp / "all.png"))
-    assert (w, h) == (1400, 900) and sum(px.values()) == w * h
+    # the summary and the chart come first: a taller window reaches the grid's rows
+    w, h, px = png_pixels(screenshot(url, tmp, tmp / "all.png", size="1400,1800"))
+    assert (w, h) == (1400, 1800) and sum(px.values()) == w * h
     cell = 40 * 20   # a cell is larger than this
     for name, rgb in COLOURS.items():
         assert px[rgb] > 3 * cell, f"{name} {rgb}: {px[rgb]} pixels"
     # The RTX 4090's grid has no forward compatibility (a GeForce card): only the legend's
     # swatch keeps that colour, so the filter really changed what was drawn.
-    _, _, geforce = png_pixels(screenshot(url + "#gpu=RTX%204090", tmp, tmp / "4090.png"))
+    _, _, geforce = png_pixels(screenshot(url + "#gpu=RTX%204090", tmp, tmp / "4090.png",
+                                                 size="1400,1800"))
     assert geforce[COLOURS["forward"]] < px[COLOURS["forward"]] / 3, \
         (geforce[COLOURS["forward"]], px[COLOURS["forward"]])
     assert geforce[COLOURS["none"]] > 3 * cell
+
+
+def measure(url: str, tmp: Path, queries: dict[str, str], size=(1400, 900)) -> dict:
+    """Where the browser laid out each CSS selector's first element in a first screen of
+    `size`, and whether it is displayed: the page loaded in an iframe of that size by a
+    page of the test's own, read back through --dump-dom."""
+    page = tmp / f"measure-{len(list(tmp.glob('measure-*')))}.html"
+    page.write_text(f"""<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="{url}" width="{size[0]}" height="{size[1]}" style="border:0"></iframe>
+<pre id="out">pending</pre>
+<script>
+document.getElementById("f").addEventListener("load", function () {{
+  var d = this.contentDocument, q = {json.dumps(queries)}, res = {{}};
+  for (var k in q) {{
+    var all = d.querySelectorAll(q[k]), e = all[0];
+    if (!e) {{ res[k] = null; continue; }}
+    var r = e.getBoundingClientRect();
+    res[k] = {{x: r.left, y: r.top, w: r.width, h: r.height, count: all.length,
+              shown: d.defaultView.getComputedStyle(e).display !== "none",
+              text: (e.textContent || "").slice(0, 5000)}};
+  }}
+  document.getElementById("out").textContent = JSON.stringify(res);
+}});
+</script></body></html>""")
+    out = chromium(page.as_uri(), tmp, "--allow-file-access-from-files",
+                   "--virtual-time-budget=10000", "--dump-dom").stdout.decode()
+    text = re.search(r'<pre id="out">(.*?)</pre>', out, re.S)[1]
+    import html as h
+    return json.loads(h.unescape(text))
+
+
+def test_the_first_screen_shows_the_summary_the_chart_and_the_branches_teams_run(page):
+    tmp, url = page
+    got = measure(url, tmp, {
+        "summary": "#summary .headline", "chart": "#chart-branches > svg",
+        "bar": "#chart-branches rect.bar",
+        "r418": "#view-all thead th.old", "throughput": "#chart-throughput > svg",
+        "tbar": "#chart-throughput rect.bar", "evidence": "table.evidence"})
+    s = got["summary"]
+    assert s["shown"] and s["h"] > 0 and s["y"] + s["h"] < 900
+    assert s["text"].startswith("Your fleet runs ") and "adds" in s["text"]
+    c = got["chart"]
+    assert c["w"] > 400 and c["h"] > 100 and c["y"] < 900   # drawn, on the first screen
+    assert got["bar"]["count"] > 20 and got["bar"]["w"] > 2 and got["bar"]["h"] > 0
+    # the first branch column shown is R470 (a fleet host's), then R535 onwards; R418 folded
+    assert got["r418"]["text"].startswith("R418") and not got["r418"]["shown"]
+    heads = measure(url, tmp, {f"R{b}": f'#view-all thead th.branch[title^="R{b},"]'
+                               for b in (470, 525, 535, 580)})
+    assert not heads["R525"]["shown"]
+    for b in ("R470", "R535", "R580"):
+        assert heads[b]["shown"] and heads[b]["x"] + heads[b]["w"] <= 1400, (b, heads[b])
+    t = got["throughput"]
+    assert t["w"] > 400 and t["h"] > 20 and got["tbar"]["count"] == 2
+    assert got["tbar"]["w"] > 100   # the H100's 21,000 samples/s: the longest bar
+    assert "trainer.pytorch-cu121" in got["evidence"]["text"]
 
 
 @pytest.mark.skipif(not os.environ.get("ENVGEN_UPDATE_SCREENSHOT"),

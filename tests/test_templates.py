@@ -16,7 +16,9 @@ QUOTING = {"sh", "token", "dockerquote", "tojson", "labelvalue"}
 VERSION_LIKE = re.compile(r"(?<![\w.])\d+\.\d+(\.\d+)*(?![\w.])")
 # View values that are constants of envgen itself, not matrix data: safe bare. (`name` in
 # Dockerfile.j2 is an ENV/LABEL key, a literal in views.py.)
-CONSTANTS = {"uid", "payload_dir", "envgen_version", "stamp", "compile", "layer.pip"}
+# envgen's own command strings (render/views.py constants), no value from a matrix or user
+CONSTANTS = {"uid", "payload_dir", "envgen_version", "stamp", "compile", "layer.pip",
+             "uv", "bootstrap_pip"}
 DOCKERFILE_CONSTANTS = CONSTANTS | {"name"}
 # Known gap, tested on its own below (strict xfail).
 CMD_PAYLOAD = "Dockerfile.j2: CMD {{ payload }}"

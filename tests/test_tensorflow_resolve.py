@@ -65,8 +65,14 @@ def test_cuda_13_is_refused_naming_the_builds_there_are():
     assert "tensorflow-cu125" in e.hints and "tensorflow-cpu" in e.hints
 
 
-def test_a_driver_below_the_cuda_12_floor_is_refused_and_offers_the_cpu_build():
-    e = refused("tensorflow", driver="520.61.05")
+def test_a_driver_below_the_cuda_12_floor_gets_the_newest_cuda_11_release():
+    # 2.14 is the last release whose wheel pins CUDA 11.8 (its and-cuda extra)
+    st = res("tensorflow", driver="520.61.05")
+    assert (st.stack, st.version, st.cuda) == ("tensorflow-cu118", "2.14.1", "11.8")
+
+
+def test_a_driver_below_every_cuda_floor_is_refused_and_offers_the_cpu_build():
+    e = refused("tensorflow", driver="440.33.01")
     assert "older than 525.60.13" in e.message
     assert list(e.hints) == ["tensorflow==2.21.0,variant=cpu"]
 

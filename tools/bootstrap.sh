@@ -31,10 +31,27 @@ if [ -n "$tests" ]; then
   command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 fi
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+# linux/arm64 images (Grace) built and certified here under emulation: QEMU's static
+# user-mode emulator, registered below with binfmt_misc (docs/platforms.md)
+[ "$(uname -m)" = aarch64 ] || [ -x /usr/bin/qemu-aarch64-static ] || need+=(qemu-user-static)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# QEMU's aarch64 handler in binfmt_misc, with the F flag Debian's file gives (the kernel
+# opens the emulator now, so containers and BuildKit steps use it without their own copy).
+# Without systemd nothing registers it at boot; the kernel keeps it until reboot.
+if [ "$(uname -m)" != aarch64 ] && [ -r /usr/lib/binfmt.d/qemu-aarch64.conf ]; then
+  binfmt=/proc/sys/fs/binfmt_misc
+  [ -e $binfmt/register ] || $SUDO mount -t binfmt_misc binfmt_misc $binfmt 2>/dev/null || true
+  if [ -e $binfmt/register ] && [ ! -e $binfmt/qemu-aarch64 ]; then
+    $SUDO sh -c "cat /usr/lib/binfmt.d/qemu-aarch64.conf > $binfmt/register" \
+      && echo "registered qemu-aarch64 with binfmt_misc (linux/arm64 images run emulated)"
+  fi
+  [ -e $binfmt/qemu-aarch64 ] || echo "binfmt_misc could not be mounted or written (it" \
+    "needs root on the host, not in a container): linux/arm64 images cannot run here"
 fi
 
 # docker buildx: bookworm has none; trixie's 0.13.1 is a static Go plugin that needs only
@@ -101,7 +118,7 @@ fi
 # the frameworks built over torch, for their payloads' native tests, over that same torch
 if .venv/bin/python -c 'import torch' 2>/dev/null && \
    ! .venv/bin/python -c 'import lightning, transformers, accelerate' 2>/dev/null; then
-  tv=$(.venv/bin/python -c 'import torch; print(torch.__version__)')
+  tv=$(.venv/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null)
   pip install -q -c <(echo "torch==$tv") lightning transformers accelerate || \
     echo "lightning/transformers/accelerate could not be installed: their native tests will be skipped"
 fi

@@ -15,7 +15,7 @@ from ..core.environ import checked
 from ..core.errors import BuildFailed, EnvironmentMissing, InputError
 from ..core.files import check_writable
 from ..core.image import default_tag, parse_tagged, split_tag
-from ..core.model import Closure, Stack
+from ..core.model import DEFAULT_PLATFORM, Closure, Stack
 from ..resolve.closure import CA_BUNDLE, closure_for
 from ..runtime import docker as engine
 from .base import ensure_base
@@ -30,13 +30,29 @@ _ERROR_STEP = re.compile(r"^#\d+ ERROR|^ERROR: |failed to solve|executor failed 
 _HASH_PACKAGE = re.compile(r"(?:^#\d+ [\d.]+)?\s*([A-Za-z0-9._-]+==\S+) from (https?://\S+)")
 _HASH_EXPECTED = re.compile(r"Expected sha256 ([0-9a-f]{64})")
 _HASH_GOT = re.compile(r"Got\s+([0-9a-f]{64})")
+# uv's words for the same:   Hash mismatch for `torch==2.4.1`  Expected: sha256:0000…
+#                            Computed: sha256:5fa9… (each on a line of its own)
+_UV_HASH = re.compile(r"Hash mismatch for `([A-Za-z0-9._-]+==[^`\s]+)`")
+_UV_SHA = re.compile(r"sha256:([0-9a-f]{64})")
 _NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establish a new "
-                         r"connection|Network is unreachable|No route to host")
+                         r"connection|Network is unreachable|No route to host|"
+                         r"dns error|failed to lookup address")
 
 
 def explain_failure(lines: list[str]) -> str | None:
     """One sentence for the failures a user can act on, from the build's own words."""
     text = "\n".join(lines)
+    uv = _UV_HASH.search(text)
+    if uv:
+        after = text[uv.end():]
+        exp, got = after.find("Expected:"), after.find("Computed:")
+        e = _UV_SHA.search(after, exp) if exp >= 0 else None
+        g = _UV_SHA.search(after, got) if got >= 0 else None
+        detail = (f" (the closure pins sha256:{e.group(1)[:16]}…, the index served "
+                  f"sha256:{g.group(1)[:16]}…)") if e and g else ""
+        return (f"{uv.group(1)} on the index does not match the sha256 its closure pins"
+                f"{detail}: the file changed since the closure was resolved, or the index "
+                f"is not the one it was resolved against")
     if "THESE PACKAGES DO NOT MATCH THE HASHES" in text:
         pkg = next((m.group(1) for ln in lines if (m := _HASH_PACKAGE.match(ln.strip()))),
                    "a package")
@@ -114,12 +130,14 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
     args = build_args(stack)
     if cli is not None:
         image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache,
-                                   iid=ctx.with_name(f".{stack.stack}.iid"), build_args=args)
+                                   iid=ctx.with_name(f".{stack.stack}.iid"), build_args=args,
+                                   platform=stack.platform)
         used = cli.describe
     else:
         progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
                  "times, so this image's layers are not reproducible bit for bit")
-        image_id = _build_classic(c, ctx, log_path, progress, no_cache, args)
+        image_id = _build_classic(c, ctx, log_path, progress, no_cache, args,
+                                  platform=stack.platform)
         used = "docker SDK classic builder"
     if tag_it:
         tag_image(c, image_id, tag)
@@ -135,11 +153,11 @@ MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/%+-]{1,300}")
 
 
 def build_args(stack: Stack) -> dict[str, str]:
-    """A project's apt step on a local Debian base reads the base's snapshot from a
-    mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default mirror when it does, else
-    snapshot.debian.org): the same choice that made the base."""
-    if stack.project is None or not stack.project.apt or stack.base.kind != "local" \
-            or not stack.base.snapshot:
+    """A project's apt step, and the builder stage of its sdists, on a local Debian base
+    read the base's snapshot from a mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default
+    mirror when it does, else snapshot.debian.org): the same choice that made the base."""
+    if stack.project is None or not (stack.project.apt or stack.project.requirements) \
+            or stack.base.kind != "local" or not stack.base.snapshot:
         return {}
     from .base import choose_mirror
     mirror = choose_mirror(stack.base)
@@ -184,18 +202,21 @@ def _lines(proc, idle: float, tick: float | None = None):
 
 
 def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                    iid: Path, build_args: dict | None = None) -> str:
+                    iid: Path, build_args: dict | None = None,
+                    platform: str = DEFAULT_PLATFORM) -> str:
     """Run the BuildKit CLI on `ctx`; the image ID comes from --iidfile `iid` (beside the
     context, not in /tmp: a killed run leaves nothing there, the next one overwrites it)."""
     iid.unlink(missing_ok=True)
     try:
-        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid, build_args or {})
+        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid, build_args or {},
+                             platform)
     finally:
         iid.unlink(missing_ok=True)
 
 
 def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                  iid: Path, build_args: dict | None = None) -> str:
+                  iid: Path, build_args: dict | None = None,
+                  platform: str = DEFAULT_PLATFORM) -> str:
     from ..runtime.docker import seconds_from_env
     idle = seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S)
     argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
@@ -207,6 +228,8 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
         argv += ["--secret", f"id=netrc,src={netrc}"]
     if no_cache:
         argv.append("--no-cache")
+    if platform != DEFAULT_PLATFORM:   # linux/arm64: its steps run through QEMU on x86_64
+        argv += ["--platform", platform]
     for key, value in (build_args or {}).items():
         argv += ["--build-arg", f"{key}={value}"]
     network = checked("ENVGEN_BUILD_NETWORK")   # e.g. "none" on an offline daemon
@@ -260,7 +283,7 @@ def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
 
 
 def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool,
-                   build_args: dict | None = None) -> str:
+                   build_args: dict | None = None, platform: str = DEFAULT_PLATFORM) -> str:
     import docker
     image_id = None
     started = time.monotonic()
@@ -269,6 +292,8 @@ def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool,
             for chunk in c.api.build(path=str(ctx), dockerfile="Dockerfile", rm=True,
                                      forcerm=True, decode=True, nocache=no_cache,
                                      buildargs=build_args or None,
+                                     platform=None if platform == DEFAULT_PLATFORM
+                                     else platform,
                                      timeout=IDLE_S):
                 text = chunk.get("stream") or chunk.get("status") or ""
                 log.write(text)

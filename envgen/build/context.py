@@ -55,6 +55,12 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
     if stack.project is not None and stack.project.files:
         _project_files(stack, out)
         tops.add("project")
+    if stack.project is not None and stack.project.requirements:
+        from ..resolve.project import copy_archives
+        if (out / "project-archives").is_dir():
+            shutil.rmtree(out / "project-archives")
+        if copy_archives(stack.project, out / "project-archives"):
+            tops.add("project-archives")
     written = []
     for top in sorted(tops):
         target = out / top

@@ -1,6 +1,7 @@
 """BuildKit's plain progress, read as steps named by what they install.
 
-A rendered Dockerfile's steps are, in order: the user and venv, then one `RUN` per layer of
+A rendered Dockerfile's steps are, in order: the user and venv, the installer (uv, in a
+stage of its own that runs beside the next steps), then one `RUN` per layer of
 `install/<n>-<layer>/` (packaging tools, CUDA libraries, framework, companions, frameworks
 over the base; a project's apt packages, its own pip layer and its files), then the
 payload. BuildKit prints each as `#7 [stage-0 3/8] RUN ...` when it
@@ -25,6 +26,8 @@ LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_T
 
 def step_name(command: str) -> str:
     """What a Dockerfile step does, in the words a person uses."""
+    if "source=install/0-uv," in command:
+        return "installer (uv)"
     m = _LAYER.search(command)
     if m:
         return LAYER_NAMES.get(m.group(1), m.group(1))

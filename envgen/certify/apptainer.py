@@ -13,8 +13,8 @@ from ..certs import certificate
 from ..core import home as state
 from ..core.errors import CheckFailed
 from ..core.image import UID
-from ..matrix.wire import stack_from_labels
 from ..runtime import apptainer
+from ..runtime.engine import ApptainerEngine
 from ..runtime.host import HostGpus
 from ..runtime.profile import NCCL_ENV
 from ..runtime.sif import sha256_of
@@ -67,12 +67,11 @@ def _payload_copy(smoke: str, into: Path) -> str:
 
 def certify_sif(path: str, host: HostGpus, gpus: str = "auto", timeout: int = 900,
                 steps: int | None = None, progress=None) -> dict:
-    sif = apptainer.check_sif(Path(path))
-    digest = f"sha256:{sha256_of(sif)}"
-    labels = apptainer.labels(sif)
-    st = stack_from_labels(labels, str(path))
+    engine = ApptainerEngine()
+    target = engine.inspect(path)
+    sif, digest, labels, st = Path(target.tags[0]), target.image_id, target.labels, target.stack
     indices = gpu_indices(gpus, host)
-    version = apptainer.version()
+    engine_host = engine.host()
     as_root = os.geteuid() == 0
     opts, isolation = exec_options(bool(indices), as_root, indices)
     require = "cuda" if indices else "cpu"
@@ -83,9 +82,8 @@ def certify_sif(path: str, host: HostGpus, gpus: str = "auto", timeout: int = 90
         argv = payload_argv(st, f"{BOUND_PAYLOAD}/{st.smoke}_smoke.py", require, timeout,
                             steps)
         try:
-            code, stdout, stderr = apptainer.run(
-                ["exec", *opts, "--bind", f"{tmp}:{BOUND_PAYLOAD}:ro", str(sif), *argv],
-                timeout, binds=(str(sif.parent), tmp),
+            code, stdout, stderr = engine.run(
+                str(sif), argv, timeout, options=opts, binds=((tmp, BOUND_PAYLOAD, "ro"),),
                 on_stderr_line=check_lines(progress) if progress else None)
         except TimeoutError:
             raise CheckFailed(f"the smoke payload did not finish within {timeout} s (its "
@@ -107,9 +105,7 @@ def certify_sif(path: str, host: HostGpus, gpus: str = "auto", timeout: int = 90
         start, report=report, code=code, started=started,
         host={"driver": host.driver,
               "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
-              "gpu_access": "apptainer --nv" if indices else "none",
-              "apptainer": version, "docker": None, "runtime": "apptainer",
-              "kernel": os.uname().release},
+              "gpu_access": "apptainer --nv" if indices else "none", **engine_host},
         sif={"path": str(sif), "sha256": digest, "size_bytes": sif.stat().st_size,
              "from_image_id": labels.get("io.envgen.image.id"),
              "closure_sha256": labels.get("io.envgen.closure.sha256")},

@@ -18,7 +18,8 @@ from ..resolve import require_cuda
 from ..resolve.compat import driver_cuda, kernels_for
 from ..runtime import gpu_access
 from ..runtime import profile as run_profile
-from ..runtime.docker import Target, inspect_target, run_to_end
+from ..runtime.docker import Target, run_to_end
+from ..runtime.engine import DockerEngine
 from ..runtime.host import HostGpus
 
 
@@ -163,10 +164,11 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
     image will get once it passes (it may have none yet: tags come after certification).
     `progress` hears of each check as the payload reports it. `measure` "full" adds the
     habits of a training run (the payload's --measure full)."""
-    target = inspect_target(c, ref)
+    engine = DockerEngine(c)
+    target = engine.inspect(ref)
     indices = gpu_indices(gpus, host)
     notes = preflight(target, host, indices, matrix)
-    info = c.info()
+    info = engine.info()
     plan = gpu_access.plan(indices, access, info)
     st = target.stack
     payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu, measure)
@@ -184,9 +186,9 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
                               f"with `envgen build`")
 
     def start(p):
-        return run_to_end(c, target.image_id, cmd, timeout, before_start=hash_payload,
+        return engine.run(target.image_id, cmd, timeout, profile=p, before_start=hash_payload,
                           on_stderr_line=check_lines(progress) if progress else None,
-                          labels={"io.envgen.certify": "1"}, **p.docker_kwargs())
+                          labels={"io.envgen.certify": "1"})
     try:
         profile, (code, stdout, stderr) = run_profile.settle(profile, start)
     except TimeoutError:
@@ -211,7 +213,8 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
             progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
                      f"{check['detail']}"[:200])
     start = certificate.head(
-        image_id=target.image_id, tags=sorted(set(target.tags) | set(tags)),
+        image_id=target.image_id, image_content=target.content,
+        tags=sorted(set(target.tags) | set(tags)),
         profile="-".join(filter(None, (
             certificate.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps,
                                    multi_gpu),
@@ -223,6 +226,5 @@ def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto
         start, report=report, code=code, started=started, preflight=notes,
         host={"driver": host.driver,
               "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
-              "gpu_access": plan.mode, "docker": info.get("ServerVersion"),
-              "runtime": info.get("DefaultRuntime"), "kernel": info.get("KernelVersion")},
+              "gpu_access": plan.mode, **engine.host()},
         run_profile=profile.to_json())

@@ -21,13 +21,6 @@ SCHEMA = 1
 LEVELS = ("cuda", "cpu", "multi-gpu")
 SKEW_S = 300   # how far after this host's clock a `created` may be (clocks of a cluster drift)
 _CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z")
-_PROFILE = re.compile(r"[a-z0-9-]{0,40}")
-
-
-# fields a person reads in a table: printable ASCII, one line, no room for a sequence
-_GPU_NAME = re.compile(r"[\x20-\x7e]{1,128}")
-_DRIVER = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}")
-_CHECK_NAME = re.compile(r"[\x20-\x7e]{1,200}")
 
 
 def _shown(value, limit: int = 40) -> str:
@@ -56,24 +49,54 @@ def created_problem(created, now: float | None = None) -> str | None:
     return None
 
 
-def _gpus_problem(host) -> str | None:
-    if not isinstance(host, dict) or not isinstance(host.get("gpus", []), list):
-        return "host is not {driver, gpus: [{name, ...}]}"
-    for g in host.get("gpus", []):
-        if not isinstance(g, dict) or not isinstance(g.get("name", ""), str):
-            return "host is not {driver, gpus: [{name, ...}]}"
-        if "name" in g and not _GPU_NAME.fullmatch(g["name"]):
-            return (f"host.gpus names a GPU {_shown(g['name'])}: not one line of printable "
-                    f"ASCII as nvidia-smi names GPUs")
-    driver = host.get("driver")
-    if driver not in (None, "") and not (isinstance(driver, str) and _DRIVER.fullmatch(driver)):
-        return f"host.driver {_shown(driver)} is not a driver version like 580.95.05"
-    return None
+# The certificate's form as JSON Schema, of the matrix schema's fragments: what every door
+# checks before anything reads a field (matrix/forms.py checks it; each node's `message` is
+# its one sentence). What a schema cannot say stays in form_problem: the schema version's
+# own sentence, a real `created`, a tag that is one printable line, the stack as a lock's.
+_SHA = {"type": "string", "pattern": r"^sha256:[0-9a-f]{64}$"}
+_HOST = "host is not {{driver, gpus: [{{name, ...}}]}}"
+_CHECKS = "report.checks is not a list of {{name, passed}} checks"
+CERTIFICATE = {
+    "type": "object", "required": ["schema", "image_id", "passed", "report"],
+    "properties": {
+        "image_id": {**_SHA, "message": "image_id {value} is not sha256:<64 hex digits>"},
+        "image_content": {**_SHA,
+                          "message": "image_content {value} is not sha256:<64 hex digits>"},
+        "passed": {"type": "boolean", "message": "`passed` is not true or false"},
+        "level": {"enum": [*LEVELS, None],
+                  "message": f"level {{value}} is not one of {', '.join(LEVELS)}"},
+        "profile": {"type": "string", "pattern": r"^[a-z0-9-]{0,40}$",
+                    "message": "profile {value} is not a run profile"},
+        "image_tags": {"type": "array", "message": "image_tags is not a list of tags",
+                       "items": {"type": "string", "minLength": 1, "maxLength": 1000,
+                                 "message": "image_tags holds {value}, which is not one "
+                                            "printable line"}},
+        "host": {"type": "object", "message": _HOST, "properties": {
+            "gpus": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string", "pattern": r"^[\x20-\x7e]{1,128}$",
+                         "message": "host.gpus names a GPU {value}: not one line of "
+                                    "printable ASCII as nvidia-smi names GPUs"}}}},
+            "driver": {"anyOf": [{"enum": [None, ""]},
+                                 {"type": "string", "pattern": r"^\d{1,4}(\.\d{1,4}){0,3}$"}],
+                       "message": "host.driver {value} is not a driver version like "
+                                  "580.95.05"}}},
+        "report": {"type": "object", "required": ["checks"], "message": _CHECKS,
+                   "properties": {"checks": {"type": "array", "items": {
+                       "type": "object", "required": ["name", "passed"],
+                       "properties": {
+                           "name": {"type": "string", "pattern": r"^[\x20-\x7e]{1,200}$",
+                                    "message": "report.checks names a check {value}: not one "
+                                               "line of printable ASCII"},
+                           "passed": {"type": "boolean"}}}}}},
+    },
+}
+_FIRST = ("image_id", "image_content", "passed")   # judged before `created`, as always
 
 
 def form_problem(cert, now: float | None = None) -> str | None:
     """Not a certificate this envgen reads: wrong type, schema or field (`now`: this host's
     clock, for `created`)."""
+    from ..matrix.forms import errors, field_path, sentence
     if not isinstance(cert, dict):
         return f"not a certificate: a JSON {type(cert).__name__}, not an object"
     if "schema" not in cert:
@@ -81,40 +104,22 @@ def form_problem(cert, now: float | None = None) -> str | None:
     if cert["schema"] != SCHEMA or isinstance(cert["schema"], bool):
         return (f"certificate schema {_shown(cert['schema'])} is not one this envgen reads "
                 f"({SCHEMA})")
-    if not isinstance(cert.get("image_id"), str) or not IMAGE_ID.fullmatch(cert["image_id"]):
-        return f"image_id {_shown(cert.get('image_id'))} is not sha256:<64 hex digits>"
-    if not isinstance(cert.get("passed"), bool):
-        return "`passed` is not true or false"
-    why = created_problem(cert.get("created"), now)
+    order = [*CERTIFICATE["properties"]]
+    found = sorted(errors(cert, CERTIFICATE), key=lambda e: (
+        order.index(field_path(e)[0]) if field_path(e)[:1] and field_path(e)[0] in order
+        else len(order)))
+    early = [e for e in found if field_path(e)[:1] and field_path(e)[0] in _FIRST]
+    why = (sentence(early[0], CERTIFICATE) if early else None) \
+        or created_problem(cert.get("created"), now) \
+        or (sentence(found[0], CERTIFICATE) if found else None)
     if why:
         return why
-    if cert.get("level") is not None and cert.get("level") not in LEVELS:
-        return f"level {_shown(cert.get('level'))} is not one of {', '.join(LEVELS)}"
-    if not isinstance(cert.get("profile", ""), str) or not _PROFILE.fullmatch(
-            cert.get("profile", "")):
-        return f"profile {_shown(cert.get('profile'))} is not a run profile"
-    tags = cert.get("image_tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        return "image_tags is not a list of tags"
-    # an image reference, or the path of a SIF (`certify FILE.sif`): one printable line
-    bad = next((t for t in tags if not (0 < len(t) <= 1000 and t.isprintable())), None)
+    bad = next((t for t in cert.get("image_tags", []) if not t.isprintable()), None)
     if bad is not None:
         return f"image_tags holds {_shown(bad)}, which is not one printable line"
     problems = stack_problems(cert.get("stack"))
     if problems:
         return f"its stack is not one envgen wrote ({problems[0]})"
-    why = _gpus_problem(cert.get("host", {}))
-    if why:
-        return why
-    report = cert.get("report")
-    if not isinstance(report, dict) or not isinstance(report.get("checks"), list) \
-            or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
-                       and isinstance(c.get("passed"), bool) for c in report["checks"]):
-        return "report.checks is not a list of {name, passed} checks"
-    bad = next((c["name"] for c in report["checks"] if not _CHECK_NAME.fullmatch(c["name"])),
-               None)
-    if bad is not None:
-        return f"report.checks names a check {_shown(bad)}: not one line of printable ASCII"
     return None
 
 
@@ -203,12 +208,33 @@ def now() -> str:
 
 
 def head(*, image_id: str, tags, profile: str, params: dict, stack: Stack,
-         payload: dict) -> dict:
+         payload: dict, image_content: str | None = None) -> dict:
     """What is known of a certification before it runs: what every certificate starts with,
-    whatever the engine (and the template a Kubernetes pod completes itself)."""
+    whatever the engine (and the template a Kubernetes pod completes itself).
+    `image_content`: what the image's bits are whatever its build's clock
+    (runtime.docker.content_of), so a rebuild with the same layers is found certified."""
     return {"schema": SCHEMA, "image_id": image_id, "image_tags": list(tags),
+            **({"image_content": image_content} if image_content else {}),
             "profile": profile, "params": params, "stack": stack.to_json(),
             "payload": payload, "envgen_version": __version__}
+
+
+# platform.machine() of a host that runs each image platform natively
+MACHINES = {"linux/amd64": ("x86_64", "amd64"), "linux/arm64": ("aarch64", "arm64")}
+
+
+def emulation(stack, machine: str | None = None) -> dict:
+    """For an image of another platform than linux/amd64, or a host that is not x86_64:
+    the image's platform, this host's machine, and whether the run went through an
+    emulator (QEMU's binfmt_misc handler); {} otherwise, so amd64 certificates keep
+    their form."""
+    import platform as host_platform
+    machine = machine or host_platform.machine()
+    image = (stack.get("platform") if isinstance(stack, dict) else None) or "linux/amd64"
+    if image == "linux/amd64" and machine in MACHINES["linux/amd64"]:
+        return {}
+    return {"platform": image, "host_machine": machine,
+            "emulated": machine not in MACHINES.get(image, ())}
 
 
 def finish(start: dict, *, report: dict, code: int, host: dict, started: float,
@@ -217,7 +243,7 @@ def finish(start: dict, *, report: dict, code: int, host: dict, started: float,
     host it ran on and how long it took. It passes only when the payload's own report
     passed and the payload exited 0; `more` adds what one engine records beside (the run
     profile, a SIF's digest, the isolation)."""
-    return {**start, **more, "level": report.get("level"),
+    return {**start, **more, **emulation(start.get("stack")), "level": report.get("level"),
             "passed": bool(report.get("passed")) and code == 0, "exit_code": code,
             "host": host, "preflight": list(preflight), "report": report, "created": now(),
             "seconds": round(time.monotonic() - started, 2)}

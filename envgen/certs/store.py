@@ -11,6 +11,10 @@ Layout of `$ENVGEN_HOME/certs/` (docs/certificate-store.md):
   <id>[.<profile>].<where>.json         current, a run on GPUs (`where` names GPUs, driver)
   history/<id>/<created>-<content>.json every certificate ever stored, named by its content
 
+A certificate also names the image's content (`image_content`: its layers and its config
+without the build's clock), so a rebuild of the same lock, which has another image ID, is
+found certified (`latest_for`, `find`, `same_bits`).
+
 Files written before the key had GPUs and drivers (`<id>[.<profile>].json` of a GPU run)
 are read as they are; the next run of their key moves them into history."""
 from __future__ import annotations
@@ -194,9 +198,15 @@ def save(cert: dict) -> Path:
 
 # ---- finding -------------------------------------------------------------------------------
 
-def find(image: str) -> dict:
+def find(image: str, content: str | None = None) -> dict:
     """A certificate by full or short (4+ hex digits) image ID, or by a tag it recorded;
-    the default run's when the image has several, the newest of those."""
+    the default run's when the image has several, the newest of those. `content` (the
+    image's content_of, when the daemon has it) finds a certificate of the same bits built
+    at another time."""
+    if content and IMAGE_ID.fullmatch(content) and IMAGE_ID.fullmatch(image):
+        found = latest_for(image, content)
+        if found is not None:
+            return found
     key = image.removeprefix("sha256:")
     by_id = _KEY.fullmatch(key) is not None
     if not by_id and (not image or len(image) > 300 or not image.isprintable()):
@@ -214,10 +224,22 @@ def find(image: str) -> dict:
     return sorted(matches, key=lambda c: bool(c.get("profile")))[0]
 
 
-def latest_for(image_id: str) -> dict | None:
+def same_bits(cert: dict, image_id: str, content: str | None = None) -> bool:
+    """Whether `cert` certified the image `image_id`, or one with the same content (its
+    layers and clock-free config: a rebuild of the same lock, runtime.docker.content_of).
+    A certificate from before content keys matches by image ID alone."""
+    return cert.get("image_id") == image_id or (
+        bool(content) and cert.get("image_content") == content)
+
+
+def latest_for(image_id: str, content: str | None = None) -> dict | None:
     """The newest default run's certificate of an image (on whatever GPU), else its newest
-    other one."""
+    other one; with `content`, of the image or of any image with the same bits, the
+    image's own first."""
     if not IMAGE_ID.fullmatch(image_id or ""):
         return None
-    mine = [c for c in load_all() if c["image_id"] == image_id]
-    return sorted(mine, key=lambda c: bool(c.get("profile")))[0] if mine else None
+    if content is not None and not IMAGE_ID.fullmatch(content):
+        content = None
+    mine = [c for c in load_all() if same_bits(c, image_id, content)]
+    return sorted(mine, key=lambda c: (c["image_id"] != image_id, bool(c.get("profile"))))[0] \
+        if mine else None

@@ -60,7 +60,8 @@ def lock_problem(cert: dict, lock: dict | None) -> str | None:
     if not isinstance(entry, dict) or not _same_stack(entry.get("stack"), st):
         return None
     pinned = entry["image"]["id"]
-    if pinned != cert["image_id"]:
+    content = entry["image"].get("content")
+    if pinned != cert["image_id"] and not (content and cert.get("image_content") == content):
         return (f"the lock pins {name} as image {pinned[:19]}; this certificate of the same "
                 f"stack is of {cert['image_id'][:19]}")
     return None

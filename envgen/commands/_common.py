@@ -43,7 +43,9 @@ def cert_line(cert: dict) -> str:
     from ..smoke._harness import tally
     return (f"{'PASSED' if cert['passed'] else 'FAILED'} at level {cert['level']}: "
             f"{tally(cert['report'].get('checks', []))}; {gpus}, driver "
-            f"{cert['host']['driver'] or '-'}, {cert['seconds']} s")
+            f"{cert['host']['driver'] or '-'}, {cert['seconds']} s"
+            + (f"; {cert['platform']} emulated on {cert.get('host_machine')}"
+               if cert.get("emulated") else ""))
 
 
 def print_failed(checks: list[dict]) -> None:
@@ -137,7 +139,8 @@ def host_for(args, matrix):
     from ..resolve.request import host
     return host(matrix, driver=getattr(args, "driver", None), gpu=getattr(args, "gpu", None),
                 cc=getattr(args, "cc", None), python=getattr(args, "python", None),
-                sources=getattr(args, "sources", None))
+                sources=getattr(args, "sources", None),
+                platform=getattr(args, "platform", None))
 
 
 _SAID: set = set()

@@ -1,4 +1,4 @@
-"""`envgen diff [OLD NEW] [--driver OLD..NEW] [--gpu NAME] [--fleet FILE]`.
+"""`envgen diff [OLD NEW] [--driver OLD..NEW] [--gpu NAME] [--hosts FILE]`.
 OLD and NEW are matrix files or folders, or git revisions (`REV`, `REV:path`)."""
 from __future__ import annotations
 
@@ -56,6 +56,17 @@ def matrix_at(arg: str, tmp: Path):
     return load_matrix(out / (prefix + path))
 
 
+def _say(text: str, indent: str = "") -> None:
+    """One line of prose wrapped to the terminal (COLUMNS honoured; 100 in a pipe), the
+    continuation indented two more: stack lists run to 50 names. textwrap rather than rich:
+    the text is plain and rich would need a Console only to wrap it."""
+    import shutil
+    import textwrap
+    width = max(40, shutil.get_terminal_size((100, 24)).columns)
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_on_hyphens=False, break_long_words=False))
+
+
 def _verdict_text(v: dict) -> str:
     if not v["runs"]:
         return "no"
@@ -76,23 +87,23 @@ def _print_driver_diff(r: dict) -> None:
             note = "STARTS: " + (n["caveat"] or n["why"])
         rows.append([name, _verdict_text(o), _verdict_text(n), note])
     print(table(rows, ["stack", r["old_driver"], r["new_driver"], "note"]))
-    print(r["summary"])
+    _say(r["summary"])
 
 
 def _print_fleet(r: dict) -> None:
     for h in r["hosts"]:
         gpus = ", ".join(f"{h['gpus'].count(g)}x {g}" for g in dict.fromkeys(h["gpus"]))
-        print(f"{h['name']}: driver {h['driver']} ({h['branch']}), {gpus}")
+        _say(f"{h['name']}: driver {h['driver']} ({h['branch']}), {gpus}")
         if h["moves_to"]:
-            print(f"  {h['summary']}")
+            _say(h["summary"], "  ")
         else:
             if r["drivers"]:
-                print(f"  stays on {h['branch']} (not on {d.branch(r['drivers'][0])})")
-            print(f"  runs: {', '.join(h['runs']) or 'nothing'}")
+                _say(f"stays on {h['branch']} (not on {d.branch(r['drivers'][0])})", "  ")
+            _say(f"runs: {', '.join(h['runs']) or 'nothing'}", "  ")
             cannot = [n for n, s in h["stacks"].items() if not s.get("now", {}).get("runs")]
             if cannot:
-                print(f"  cannot run: {', '.join(cannot)}")
-        print(f"  certified here: {_certified_text(h.get('certified') or [])}")
+                _say(f"cannot run: {', '.join(cannot)}", "  ")
+        _say(f"certified here: {_certified_text(h.get('certified') or [])}", "  ")
     if r.get("certified", {}).get("rows"):
         _print_certified(r["certified"])
 
@@ -121,13 +132,13 @@ def _print_certified(mx: dict) -> None:
 
 def _print_matrix_diff(r: dict) -> None:
     print(f"matrix {r['old_sha256'][:12]} → {r['new_sha256'][:12]}")
-    print(f"  added:   {', '.join(r['added']) or 'none'}")
-    print(f"  removed: {', '.join(r['removed']) or 'none'}")
-    print(f"  changed: {', '.join(c['stack'] for c in r['changed']) or 'none'}")
+    _say(f"added:   {', '.join(r['added']) or 'none'}", "  ")
+    _say(f"removed: {', '.join(r['removed']) or 'none'}", "  ")
+    _say(f"changed: {', '.join(c['stack'] for c in r['changed']) or 'none'}", "  ")
     for c in r["changed"]:
         print(f"  {c['stack']}:")
         for f in c["fields"]:
-            print(f"    {f['field']}: {f['old']} → {f['new']}")
+            _say(f"{f['field']}: {f['old']} → {f['new']}", "    ")
         p = c["packages"]
         for n, (a, b) in p["changed"].items():
             print(f"    package {n}: {a} → {b}")
@@ -141,7 +152,7 @@ def run(args) -> int:
     if (args.old is None) != (args.new is None):
         raise InputError("envgen diff: give both OLD and NEW matrices, or neither")
     if args.old is None and not args.driver and not args.fleet:
-        raise InputError("envgen diff: give OLD NEW matrices, --driver OLD..NEW, or --fleet "
+        raise InputError("envgen diff: give OLD NEW matrices, --driver OLD..NEW, or --hosts "
                          "FILE")
     drivers = d.parse_driver_range(args.driver) if args.driver else None
     out: dict = {}

@@ -6,7 +6,22 @@ from ..doctor import doctor
 from ._common import load_matrix_for, out_json, table
 
 
-def _print(r: dict) -> None:
+def _verdict(img: dict) -> None:
+    print(f"image:   {img['image']} ({img['image_id'][7:19]}), certificate of "
+          f"{img['certified']}: {'passed' if img['passed'] else 'FAILED'}")
+    for line in img["advice"] or ["nothing to change"]:
+        print(f"  change: {line}" if img["advice"] else f"  {line}")
+
+
+def _print(r: dict, img: dict | None = None) -> None:
+    """What can be done first: the image's verdict (--image), the one-line summary, the
+    host; then the stacks certified or runnable here, and those that cannot run grouped by
+    why (names wrapped to the terminal, not one row each)."""
+    import shutil
+    import textwrap
+    if img is not None:
+        _verdict(img)
+    print(f"here:    {r['summary']}")
     d = r["driver"]
     if d:
         lts = "LTS" if d["lts"] else "not LTS"
@@ -19,6 +34,11 @@ def _print(r: dict) -> None:
         print(f"gpu {g['index']}:   {g['name']} (cc {g['cc']}, {g['memory_mib']} MiB"
               f"{', busy' if g['busy'] else ''}"
               f"{'' if g['matrix_name'] else ', not in the matrix'})")
+    if r.get("platform"):
+        pf = r["platform"]
+        more = "".join(f"; {e} under emulation (QEMU binfmt_misc)" for e in pf["emulated"])
+        print(f"machine: {pf['machine']} (runs {pf['native'] or 'neither'} images natively"
+              f"{more})")
     k = r["docker"]
     if k["reachable"]:
         print(f"docker:  {k['version']}, runtimes {', '.join(k['runtimes']) or '-'}"
@@ -26,13 +46,33 @@ def _print(r: dict) -> None:
               f"{', '.join(k['cdi_specs']) or 'none'}")
     else:
         print(f"docker:  not reachable: {k['error']}")
-    print()
-    print(table([[n, "yes" if s["runs"] else "no", s["how"] or "", s["why"]]
-                  for n, s in r["stacks"].items()], ["stack", "runs", "how", "why"]))
     for w in r["warnings"]:
         print(f"warning: {w}")
     for p in r["problems"]:
         print(f"problem: {p}")
+    stacks = r["stacks"]
+    can = sorted((n for n, s in stacks.items() if s["runs"] or s.get("certified")),
+                 key=lambda n: (not stacks[n].get("certified"), n))
+    if can:
+        print()
+
+        def cert(c):
+            return f"level {c['level']}, {str(c['created'] or '')[:10]}" if c else "-"
+        print(table([[n, cert(stacks[n].get("certified")),
+                      "yes" if stacks[n]["runs"] else "cpu only", stacks[n]["how"] or "",
+                      stacks[n]["why"]] for n in can],
+                    ["stack", "certified here", "runs", "how", "why"]))
+    cannot: dict[str, list[str]] = {}
+    for n, s in stacks.items():
+        if n not in can:
+            cannot.setdefault(s["why"], []).append(n)
+    if cannot:
+        width = max(40, shutil.get_terminal_size((100, 24)).columns)
+        print(f"\ncannot run here ({sum(map(len, cannot.values()))}):")
+        for why, names in sorted(cannot.items(), key=lambda kv: -len(kv[1])):
+            print(textwrap.fill(f"{why} ({len(names)}): {', '.join(sorted(names))}", width,
+                                initial_indent="  ", subsequent_indent="    ",
+                                break_on_hyphens=False))
 
 
 def image_advice(image: str) -> dict:
@@ -53,10 +93,5 @@ def run(args) -> int:
     if args.json:
         out_json(r)
     else:
-        _print(r)
-        if img is not None:
-            print(f"image:   {img['image']} ({img['image_id'][7:19]}), certificate of "
-                  f"{img['certified']}: {'passed' if img['passed'] else 'FAILED'}")
-            for line in img["advice"] or ["nothing to change"]:
-                print(f"  change: {line}" if img["advice"] else f"  {line}")
+        _print(r, img)
     return 0 if r["ok"] else EnvironmentMissing.exit_code

@@ -52,7 +52,7 @@ def _slurm(args, fleet) -> int:
     if not args.output:
         raise InputError("envgen fleet --slurm needs -o DIR (or --collect DIR or "
                          "--resubmit-failed DIR)")
-    written = slurm.write(fleet, Path(args.output), engine=args.engine)
+    written = slurm.write(fleet, Path(args.output), engine=args.engine, python=args.python)
     jobs = slurm.submit(Path(written["folder"]), fleet) if args.submit else []
     if args.json:
         out_json({**written, "submitted": jobs})
@@ -63,7 +63,7 @@ def _slurm(args, fleet) -> int:
             print(f"submitted {j['script']} as job {j['job_id']}")
         if not jobs:
             print(f"submit them with `envgen fleet {args.file} --slurm -o {args.output} "
-                  f"--submit` (or sbatch each script)")
+                  f"--submit` (or, from {args.output}, `sbatch slurm/TARGET.sbatch`)")
     return 0
 
 

@@ -8,7 +8,7 @@ exit codes:
   0    success
   1    the thing checked is false (certification failed, verify found drift,
        --check found a change, require-cuda said no)
-  2    bad input: a spec, flag, matrix, lock or fleet file (the message names file:line)
+  2    bad input: a spec, flag, matrix, lock, fleet spec or hosts file (the message names file:line)
   3    the environment lacks something (no Docker daemon, no GPU, a registry or index
        that does not answer, a full disk)
   4    a bug in envgen (run again with --debug and report it)
@@ -88,13 +88,13 @@ EXAMPLES = {
     "certs merge": "envgen certs merge /mnt/gpu-host-2/envgen",
     "lock": "envgen lock pytorch-cu121 --push localhost:5000/team -o envgen.lock",
     "verify": "envgen verify envgen.lock --rebuild",
-    "diff": "envgen diff --driver 535.104.05..550.54.14 --fleet fleet.yaml",
+    "diff": "envgen diff --driver 535.104.05..550.54.14 --hosts fleet.yaml",
     "doctor": "envgen doctor",
     "ci": "envgen ci github pytorch-cu121 lightning-cu121 > .github/workflows/envgen.yml",
     "smoke": "envgen smoke --require cuda",
     "require-cuda": "envgen require-cuda check 'cuda>=12.1 brand=tesla' --driver 535.104.05",
     "require-cuda check": "envgen require-cuda check 'cuda>=12.1' --driver 530.30.02",
-    "report": "envgen report -o report/ --fleet fleet.yaml",
+    "report": "envgen report -o report/ --hosts fleet.yaml",
     "fleet": "envgen fleet fleet.yaml --slurm -o run/ --submit",
     "run": "envgen run --gpus all pytorch-cu121 -- python train.py --epochs 1",
     "shell": "envgen shell pytorch-cu121",

@@ -19,6 +19,8 @@ def run(args) -> int:
     if (path.exists() or path.is_symlink()) and not args.force:
         raise InputError(f"{path} exists; edit it, or pass --force to write a new one")
     m = load_matrix_for(args)
+    if getattr(args, "from_path", None):
+        return from_file(args, m, path)
     from ..resolve.spec import parse_spec
     from ..resolve.stack import host_from_flags, resolve
     spec = args.spec or DEFAULT_STACK
@@ -35,3 +37,182 @@ def run(args) -> int:
         print(f"wrote {path}: stack {loaded.spec}, image envgen/{loaded.layer.name}; "
               f"edit it, then `envgen build`")
     return 0
+
+
+def from_file(args, m, path: Path) -> int:
+    """`init --from PATH`: the team's file read, the stack chosen for the target, the one
+    resolution of the whole closure, smoke imports; envgen.yaml written only when all of
+    it succeeded."""
+    import os
+    import tempfile
+
+    from ..core.errors import Unsatisfiable
+    from ..intake import choose, read
+    from ..intake.modules import modules
+    from ..resolve.closure import SIMPLE_URL, closure_for
+    from ..resolve.stack import host_from_flags
+    if args.spec:
+        raise InputError("init takes a STACK or --from PATH, not both")
+    intake = read(Path(args.from_path), tuple(args.extra), tuple(args.group))
+    intake = _pin_git(intake)
+    for w in intake.requirements:
+        if w.kind not in ("index", "git"):
+            raise InputError(f"{w.text}: envgen reads this {w.kind} requirement but does not "
+                             f"build it yet; put its wheel on an index or pin the release it "
+                             f"was published as", file=w.file, line=w.line)
+    python = args.python or intake.python
+    hosts = [host_from_flags(m, driver=args.driver, gpu=g, python=python)
+             for g in (args.gpu or [None])]
+    stack, spec, why = choose.choose(intake, m, hosts, python)
+    name = args.name or re.sub(r"[^a-z0-9._-]+", "-",
+                               Path.cwd().name.lower()).strip("-._")
+    if not project.NAME.fullmatch(name or ""):
+        raise InputError(f"--name {name!r} must be 1-63 of a-z 0-9 . _ - (it names the image)")
+    target = {"driver": args.driver or "any", "gpus": list(args.gpu) or ["any"],
+              "python": stack.python}
+    folder = path.resolve().parent
+    fd, tmp = tempfile.mkstemp(prefix=".envgen-init-", suffix=".yaml", dir=folder)
+    os.close(fd)
+    try:
+        Path(tmp).write_text(choose.text(intake, stack, spec, name, why, target, []))
+        loaded = project.load(Path(tmp))
+        try:
+            applied = project.apply(stack, loaded.layer)
+        except Unsatisfiable as e:
+            raise _sentence(e, intake, stack, args.verbose) from None
+        _check_hashes(intake, closure_for(applied)[0])
+        _check_builds(intake, closure_for(applied)[0], applied)
+        direct = {w.name for w in intake.requirements if not w.constraint}
+        index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
+        mods, notes = modules(closure_for(applied)[0].pins, direct, index)
+        smoke = ["python", "-c", "import " + ", ".join(mods)] if mods else []
+        text = choose.text(intake, stack, spec, name, why + notes, target, smoke)
+        write_atomic(path, text)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    loaded = project.load(path)
+    layer = applied.project
+    out = {"path": str(path), "from": intake.path, "kind": intake.kind,
+           "stack": applied.stack, "spec": spec, "name": name,
+           "reasons": [*why, *applied.reasons], "notes": list(intake.notes) + notes,
+           "requirements": len(loaded.layer.requirements),
+           "project_pins": dict(layer.pip), "smoke": smoke}
+    if args.json:
+        out_json(out)
+    else:
+        print(f"read {intake.path} ({intake.kind}): {len(loaded.layer.requirements)} "
+              f"requirement(s), {len(loaded.layer.constraints)} constraint(s)")
+        for n in out["notes"]:
+            print(f"  note: {n}")
+        print(f"stack {applied.stack}: {applied.framework_package} {applied.version} "
+              f"({applied.variant}), Python {applied.python} (spec {spec})")
+        for r in out["reasons"]:
+            print(f"  why: {r}")
+        print(f"{len(layer.pip)} distribution(s) in the project's own layer; smoke: "
+              f"{' '.join(smoke) or '(none)'}")
+        print(f"wrote {path}: image envgen/{name}; then `envgen build --certify`")
+    return 0
+
+
+def _sentence(e, intake, stack, verbose: bool):
+    """uv found no closure: one sentence naming the team's line uv's output names first."""
+    from ..core.errors import Unsatisfiable
+    text = e.message
+    named = [w for w in intake.requirements if re.search(
+        rf"(?<![A-Za-z0-9_.-]){re.escape(w.name)}(?![A-Za-z0-9_-])", text.lower())]
+    reason = text.split(": ", 1)[1] if ": " in text else text
+    core = re.search(r"(Because .*?)(?:And because|$)", reason)
+    short = (core.group(1) if core else reason)[:300].strip().rstrip(".,")
+    head = f"{named[0].text} cannot be installed over {stack.framework_package} " \
+        f"{stack.version} ({stack.variant}) on Python {stack.python}" if named else \
+        f"the requirements cannot be installed over {stack.stack} on Python {stack.python}"
+    msg = f"{head}: {short}; loosen that pin, or choose another --python"
+    if verbose:
+        msg += f" (uv: {reason})"
+    w = named[0] if named else None
+    return Unsatisfiable(msg, file=w.file if w else intake.path, line=w.line if w else None)
+
+
+def _check_hashes(intake, closure) -> None:
+    """A hash the team's file gives must be the file envgen installs."""
+    from packaging.utils import canonicalize_name
+    pins = {canonicalize_name(p.name): p for p in closure.pins}
+    for w in intake.requirements:
+        p = pins.get(w.name)
+        if w.hashes and p is not None and p.sha256 and p.sha256 not in w.hashes:
+            raise InputError(f"{w.text}: envgen installs {p.file} (sha256 {p.sha256[:12]}...), "
+                             f"whose hash is not one the file lists; update the --hash lines "
+                             f"(or the lock) for {p.name} {p.version}", file=w.file,
+                             line=w.line)
+
+
+def _check_builds(intake, closure, stack) -> None:
+    """A team's pin with wheels for other Pythons but none for the image's is a Python
+    mismatch, not a package to compile: one sentence naming the Pythons it was built for."""
+    import json
+    import os
+
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    from ..resolve.closure import SIMPLE_URL, fetch_json
+    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
+    lines = {w.name: w for w in intake.requirements}
+    for p in closure.pins:
+        w = lines.get(canonicalize_name(p.name))
+        if w is None or not p.file or p.file.endswith(".whl"):
+            continue
+        from ..core import home
+        memo = home.home() / "cache" / "wheel-pythons" / f"{p.sha256 or 'x'}.json"
+        try:
+            pys = set(json.loads(memo.read_text()))
+        except (OSError, ValueError, TypeError):
+            try:
+                files = fetch_json(f"{index}/{canonicalize_name(p.name)}/").get("files") or []
+            except (OSError, LookupError):
+                continue
+            pys = set()
+            for f in files:
+                try:
+                    _n, v, _b, tags = parse_wheel_filename(f.get("filename", ""))
+                except Exception:   # not a wheel, or a name packaging refuses
+                    continue
+                if str(v) == p.version:
+                    pys |= {int(t.interpreter[3:]) for t in tags
+                            if re.fullmatch(r"cp3\d+", t.interpreter)}
+            if p.sha256:
+                from ..core.files import write_json
+                write_json(memo, sorted(pys))
+        if not all(isinstance(x, int) for x in pys):
+            continue
+        if not pys:
+            continue   # sdist only: built in the builder stage
+        want = int(stack.python.split(".")[1])
+        below = [m for m in pys if m < want]
+        fix = f"python=3.{max(below)} resolves it (--python 3.{max(below)}), or " if below \
+            else ""
+        raise InputError(f"{w.text}: {p.name} {p.version} has no build for Python "
+                         f"{stack.python} (cp3{min(pys)} to cp3{max(pys)}): {fix}a newer "
+                         f"{p.name} that has one", file=w.file, line=w.line)
+
+
+def _pin_git(intake):
+    """Each git reference pinned to the commit its ref names now (a branch resolves once:
+    envgen.yaml records the commit)."""
+    from packaging.requirements import Requirement
+
+    from ..core import record
+    from ..core.errors import EnvgenError
+    from ..resolve.gitref import commit_of, split
+    out = []
+    for w in intake.requirements:
+        if w.kind == "git":
+            req = Requirement(w.text)
+            try:
+                repo, ref = split(req.url)
+                commit = commit_of(repo, ref)
+            except EnvgenError as e:
+                raise InputError(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
+            marker = f"; {req.marker}" if req.marker else ""
+            w = record.replace(w, text=f"{req.name} @ git+{repo}@{commit}{marker}")
+        out.append(w)
+    return record.replace(intake, requirements=tuple(out))

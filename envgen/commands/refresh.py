@@ -8,8 +8,8 @@ from pathlib import Path
 from ..core.errors import EnvgenError, InputError
 from ._common import out_json, progress_for
 
-ORDER = ("pytorch", "lightning", "transformers", "accelerate", "deepspeed", "nemo", "jax",
-         "tensorflow", "closures")
+ORDER = ("pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate",
+         "deepspeed", "nemo", "jax", "tensorflow", "platforms", "closures")
 
 
 def target_folder(args) -> Path:

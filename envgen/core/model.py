@@ -155,6 +155,8 @@ class Gpu(Located):
     last_branch: str = ""         # the last driver branch that supports it, when not its
     last_branch_source: str = ""  # architecture's (from its own source)
     last_branch_why: str = ""     # set when that last branch is inferred: how
+    platform: str = ""            # the host's platform where the GPU fixes it (Grace:
+    platform_source: str = ""     # linux/arm64), with its own source
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,7 @@ class FrameworkRelease(Located):
     needs_over: str = ""                         # only over these base versions (a specifier)
     license: str = ""                            # SPDX, from the wheel's METADATA
     companion_licenses: tuple[tuple[str, str], ...] = ()   # those known, name -> SPDX
+    refused_variants: tuple[tuple[str, str], ...] = ()     # variant -> why it is not served
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -292,6 +295,7 @@ class BaseImage(Located):
     provides: tuple[tuple[str, str], ...] = ()
     python_patch: str | None = None   # the matrix's alone: not in a stack's label or lock
     default: bool = False
+    arch: str = ""   # Debian's architecture when not amd64 (arm64): the base made for it
 
     @property
     def local_tag(self) -> str:
@@ -301,8 +305,11 @@ class BaseImage(Located):
         import json
         key = json.dumps({"suite": self.suite, "snapshot": self.snapshot,
                           "packages": LOCAL_BASE_PACKAGES, "variant": "minbase",
-                          "recipe": LOCAL_BASE_RECIPE}, sort_keys=True)
-        return f"{self.image}:{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+                          "recipe": LOCAL_BASE_RECIPE,
+                          **({"arch": self.arch, "into": "buildkit"} if self.arch else {})},
+                         sort_keys=True)
+        name = f"{self.name}-{self.arch}" if self.arch else self.name
+        return f"{self.image}:{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
     @property
     def snapshot_epoch(self) -> int | None:
@@ -312,8 +319,9 @@ class BaseImage(Located):
     @property
     def platform(self) -> str:
         """The wheel platform pip inside this base accepts, newest manylinux first."""
-        return f"manylinux_{self.glibc.replace('.', '_')}_x86_64" if self.glibc else \
-            "manylinux_2_17_x86_64"
+        machine = "aarch64" if self.arch == "arm64" else "x86_64"
+        return f"manylinux_{self.glibc.replace('.', '_')}_{machine}" if self.glibc else \
+            f"manylinux_2_17_{machine}"
 
     @property
     def reference(self) -> str:
@@ -328,7 +336,43 @@ class BaseImage(Located):
         return {"name": self.name, "image": self.image, "kind": self.kind,
                 "digest": self.digest, "suite": self.suite, "snapshot": self.snapshot,
                 "python": self.python, "os": self.os, "glibc": self.glibc, "cuda": self.cuda,
-                "cuda_compat": self.cuda_compat, "provides": dict(self.provides)}
+                "cuda_compat": self.cuda_compat, "provides": dict(self.provides),
+                **({"arch": self.arch} if self.arch else {})}
+
+
+DEFAULT_PLATFORM = "linux/amd64"
+PLATFORMS = ("linux/amd64", "linux/arm64")
+
+
+def platform_suffix(platform: str) -> str:
+    """What a stack name carries for its platform: nothing for linux/amd64 (every name
+    from before the platform axis stays), `-arm64` for linux/arm64."""
+    return "" if platform == DEFAULT_PLATFORM else "-" + platform.split("/")[-1]
+
+
+@dataclass(frozen=True)
+class Platform(Located):
+    """An OCI platform envgen builds for: how pip, uv, Debian and QEMU name it."""
+
+    name: str = ""                # linux/arm64
+    machine: str = ""             # platform.machine() on such a host: aarch64
+    debian: str = ""              # Debian's architecture: arm64
+    wheel_tag: str = ""           # the manylinux tag envgen resolves for: manylinux_2_28_aarch64
+    uv: str = ""                  # uv's --python-platform: aarch64-manylinux_2_28
+
+
+@dataclass(frozen=True)
+class PlatformWheel(Located):
+    """What PyPI serves of one framework release for one platform: the CPython lines it
+    has wheels for and the variant those wheels are (the CUDA one, or cpu), with the CUDA
+    library pins its METADATA requires on that platform."""
+
+    package: str = ""
+    version: str = ""
+    platform: str = ""
+    variant: str = ""
+    pythons: tuple[str, ...] = ()
+    packages: tuple[tuple[str, str], ...] = ()
 
 
 def stack_key(stack: str, project: str | None) -> str:
@@ -357,6 +401,11 @@ class ProjectLayer:
     # where each pip pin is written (the project file and {name: line}), for a message
     source: str = field(default="", compare=False)
     pip_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    # `init --from`: the team's requirements and constraints as written, and the extra
+    # indexes its file names; resolved into `pip` (the exact pins) by resolve/project.py
+    requirements: tuple[str, ...] = field(default=(), compare=False)
+    constraints: tuple[str, ...] = field(default=(), compare=False)
+    indexes: tuple[str, ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict:
         return {"name": self.name, "pip": dict(self.pip), "apt": list(self.apt),
@@ -418,6 +467,9 @@ class Stack:
     licenses: str = ""
     # what the project file of the folder it was built from adds (None: a plain stack)
     project: ProjectLayer | None = None
+    # the OCI platform the image is built for; absent from the JSON form when linux/amd64,
+    # so every amd64 label, lock and certificate written before it reads the same
+    platform: str = "linux/amd64"
 
     @property
     def key(self) -> str:
@@ -438,7 +490,8 @@ class Stack:
         closure constrains this one's, so the two images share every lower layer."""
         packages = tuple((n, v) for n, v in self.packages if n not in self.addons)
         package = self.builds_on_package or ""
-        return self.replace(stack=f"{self.builds_on}-{self.variant}",
+        return self.replace(stack=f"{self.builds_on}-{self.variant}"
+                                  f"{platform_suffix(self.platform)}",
                             framework=self.builds_on, framework_package=package,
                             version=dict(packages).get(package, "").split("+")[0],
                             packages=packages, builds_on=None, builds_on_package=None,
@@ -490,6 +543,7 @@ class Stack:
             **({"extras": dict(self.extras)} if self.extras else {}),
             **({"unpinned": list(self.unpinned)} if self.unpinned else {}),
             **({"project": self.project.to_json()} if self.project else {}),
+            **({"platform": self.platform} if self.platform != DEFAULT_PLATFORM else {}),
         }
 
     @classmethod
@@ -500,7 +554,8 @@ class Stack:
                          snapshot=b.get("snapshot"), python=b.get("python", ""),
                          os=b.get("os", ""), glibc=b.get("glibc", ""), cuda=b.get("cuda"),
                          cuda_compat=bool(b.get("cuda_compat")),
-                         provides=tuple(sorted((b.get("provides") or {}).items())))
+                         provides=tuple(sorted((b.get("provides") or {}).items())),
+                         arch=b.get("arch") or "")
         fw = data["framework"]
         return cls(stack=data["stack"], framework=fw["name"], framework_package=fw["package"],
                    version=fw["version"], variant=fw["variant"], python=data["python"],
@@ -526,7 +581,8 @@ class Stack:
                    extras=tuple(sorted((data.get("extras") or {}).items())),
                    unpinned=tuple(data.get("unpinned") or ()),
                    project=ProjectLayer.from_json(data["project"]) if data.get("project")
-                   else None)
+                   else None,
+                   platform=data.get("platform") or DEFAULT_PLATFORM)
 
     def replace(self, **changes) -> "Stack":
         return record.replace(self, **changes)

@@ -9,22 +9,44 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from ..core.errors import CheckFailed, EnvironmentMissing, InputError, shown
 from .spec import Fleet
 
-# the output folder and Python's path land in #SBATCH lines and the script: plain paths only
+# --python lands in the script: a plain path or command name only
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,1024}")
+# How a task finds its interpreter on the node, at run time (nothing of the submitting
+# machine is written into the script): --python when given; else the Python beside the
+# `envgen` the node finds on PATH (its venv's, also through pipx's link); else python3. The
+# folder is $SLURM_SUBMIT_DIR: sbatch is run from the folder holding tasks.json.
+FIND_PYTHON = [
+    'if [ -z "${envgen_py:-}" ] && command -v envgen >/dev/null 2>&1; then',
+    '  bin=$(dirname "$(readlink -f "$(command -v envgen)")")',
+    '  if [ -x "$bin/python" ]; then envgen_py=$bin/python; fi',
+    'fi',
+    'envgen_py=${envgen_py:-python3}',
+    'cd "${SLURM_SUBMIT_DIR:?submit this script with sbatch}"',
+    'if [ ! -f tasks.json ]; then',
+    '  echo "envgen fleet: $SLURM_SUBMIT_DIR holds no tasks.json: submit from the run folder'
+    ' (cd RUN && sbatch slurm/TARGET.sbatch) or with envgen fleet --submit" >&2',
+    '  exit 2',
+    'fi',
+    'if ! "$envgen_py" -c "import envgen" 2>/dev/null; then',
+    '  echo "envgen fleet: $envgen_py cannot import envgen on $(hostname): put envgen on PATH'
+    ' or write the scripts with envgen fleet --python PATH" >&2',
+    '  exit 3',
+    'fi',
+    'exec "$envgen_py" -m envgen.fleet.task "$SLURM_SUBMIT_DIR"',
+]
 SUBMITTED = "jobs.json"
 FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 WAITING = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
            "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
 
 
-def _safe_path(p: Path, what: str) -> str:
+def _safe_path(p: Path | str, what: str) -> str:
     text = str(p)
     if not SAFE_PATH.fullmatch(text) or text.startswith("-"):
         raise InputError(f"{what} {shown(text)} must be a plain path (letters, digits and "
@@ -42,8 +64,11 @@ def task_table(fleet: Fleet, engine: str) -> list[dict]:
              "script": f"slurm/{t.target.name}.sbatch"} for t in fleet.tasks()]
 
 
-def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
-    """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target."""
+def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = None) -> dict:
+    """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target. The scripts
+    name no path of this machine: logs/ is relative to the folder sbatch runs in, the
+    folder is $SLURM_SUBMIT_DIR, the interpreter `python` (a path or command on the nodes)
+    or the one FIND_PYTHON finds there."""
     from ..core.files import write_atomic
     if engine == "apptainer":   # each task certifies a SIF on the shared file system
         bare = next((s for s in fleet.stacks if not s.sif), None)
@@ -56,11 +81,11 @@ def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
         raise InputError(f"target {missing[0].name!r} has no `partition:` (Slurm needs one)",
                          file=fleet.path, line=missing[0].line)
     out = out.resolve()
-    folder = _safe_path(out, "the output folder")
     if out.exists() and not out.is_dir():
         raise InputError("-o names a file; it takes the folder to write the job scripts in",
                          file=str(out))
-    python = _safe_path(Path(sys.executable), "Python's path")
+    if python is not None:
+        python = _safe_path(python, "--python")
     (out / "slurm").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     (out / "results").mkdir(exist_ok=True)
@@ -80,12 +105,12 @@ def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
                  f"#SBATCH --partition={t.partition}",
                  f"#SBATCH --time={t.slurm_time}",
                  f"#SBATCH --array={indices[0]}-{indices[-1]}",
-                 f"#SBATCH --output={folder}/logs/%A_%a.out",
+                 "#SBATCH --output=logs/%A_%a.out",
                  "#SBATCH --ntasks=1"]
         if t.gpus:
             lines.append(f"#SBATCH --gres=gpu:{t.gpus}")
-        lines += ["set -eu", f"exec {shlex.quote(python)} -m envgen.fleet.task "
-                             f"{shlex.quote(folder)}", ""]
+        lines += ["set -eu"] + ([f"envgen_py={shlex.quote(python)}"] if python else []) \
+            + FIND_PYTHON + [""]
         path = out / "slurm" / f"{t.name}.sbatch"
         write_atomic(path, "\n".join(lines))
         path.chmod(0o755)
@@ -95,8 +120,8 @@ def write(fleet: Fleet, out: Path, engine: str = "docker") -> dict:
 
 # ---- the scheduler ------------------------------------------------------------------------
 
-def _slurm(argv: list[str], timeout: float = 60,
-           soft: bool = False) -> subprocess.CompletedProcess:
+def _slurm(argv: list[str], timeout: float = 60, soft: bool = False,
+           cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run a Slurm client; a missing client or a controller that does not answer is
     EnvironmentMissing (exit 3), in one sentence. `soft`: a failure is the caller's to
     judge (sacct without a slurmdbd that answers)."""
@@ -105,7 +130,7 @@ def _slurm(argv: list[str], timeout: float = 60,
                                  f"client (Debian: apt-get install slurm-client)")
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise EnvironmentMissing(f"{argv[0]} did not answer within {timeout:.0f} s (is "
                                  f"slurmctld up?)") from None
@@ -135,10 +160,12 @@ def check_partitions(fleet: Fleet) -> None:
 
 
 def sbatch(script: str, indices: list[int] | None = None) -> str:
+    """Submit a script of the folder from the folder (its $SLURM_SUBMIT_DIR)."""
     argv = ["sbatch", "--parsable"]
     if indices is not None:
         argv.append("--array=" + ",".join(str(i) for i in indices))
-    r = _slurm([*argv, script])
+    path = Path(script)
+    r = _slurm([*argv, str(Path(path.parent.name) / path.name)], cwd=path.parent.parent)
     if r.returncode != 0:
         err = " ".join(r.stderr.split())[:300]
         if re.search(r"invalid|not available|not permitted|denied", err, re.I):

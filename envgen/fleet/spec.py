@@ -1,5 +1,7 @@
-"""The fleet file (fleet.yaml): the stacks to certify and the GPU targets to certify them
-on, read with line marks; every bad value is refused with `fleet.yaml:LINE` (exit 2)."""
+"""The fleet spec (`envgen fleet FILE`, examples/certify-fleet.yaml): the stacks to certify
+and the GPU targets to certify them on, read with line marks; every bad value is refused
+with `FILE:LINE` (exit 2). Not the hosts file of `envgen diff --hosts` and `report --hosts`
+(examples/fleet.yaml: hosts with their driver and GPUs), which diff.py reads."""
 from __future__ import annotations
 
 import hashlib
@@ -17,10 +19,64 @@ SPEC_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,=<>!~*+-]{0,199}")
 TIME = re.compile(r"(?:(\d{1,3})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?")
 LEVELS = ("cuda", "cpu")
 MAX_SECONDS = 7 * 86400
-TARGET_KEYS = {"name", "partition", "gpu_product", "gpus", "time", "level", "steps"}
-STACK_KEYS = {"spec", "image", "sif"}
 # a SIF on the cluster's shared file system, for the apptainer engine: a plain absolute path
 SIF_PATH = re.compile(r"/(?!.*(?:^|/)\.\.(?:/|$))[A-Za-z0-9_./+-]{1,400}\.sif")
+
+
+def _pattern(rx: re.Pattern) -> str:
+    return f"^(?:{rx.pattern})$"
+
+
+# The fleet spec's form as JSON Schema, checked through the matrix's machinery
+# (matrix/forms.py) with file:line; each node words its own sentence. What a schema cannot
+# say stays in _target, _stack and parse: a name listed twice, a GPU product the matrix must
+# know, level cuda with no GPU, a duration, an image reference, the resolution itself.
+_COUNT = "gpus {value} must be a whole number from 0 to 64"
+_TARGET = {
+    "type": "object", "required": ["name"], "additionalProperties": False,
+    "message": "a target must be a mapping with a name",
+    "properties": {
+        "name": {"type": "string", "pattern": _pattern(NAME),
+                 "message": "target name {value} must be 1 to 32 of a-z, 0-9 and '-', not "
+                            "starting or ending with '-'"},
+        "partition": {"type": "string", "pattern": _pattern(PARTITION),
+                      "message": "partition {value} is not a Slurm partition name (letters, "
+                                 "digits, _ . -, not starting with '-')"},
+        "gpu_product": {"type": "string", "maxLength": 200,
+                        "message": "gpu_product {value} is not a GPU product label"},
+        "gpus": {"type": "integer", "minimum": 0, "maximum": 64, "message": _COUNT},
+        "time": {"type": ["string", "integer"],
+                 "message": "time {value} is not a duration like 30m, 2h, 1h30m or 90s (at "
+                            "most 7 days)"},
+        "level": {"enum": list(LEVELS), "message": "level {value} must be cuda or cpu"},
+        "steps": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
+                  "message": "steps {value} must be a whole number from 1 to 1000000"},
+    },
+}
+_SPEC = {"type": "string", "pattern": _pattern(SPEC_CHARS),
+         "message": "stack {value} is not a stack name or spec (letters, digits and , = < > "
+                    "! ~ * + . _ -, not starting with '-'; no spaces, quotes or $)"}
+FLEET_SPEC = {
+    "type": "object", "required": ["stacks", "targets"], "additionalProperties": False,
+    "message": "a fleet spec must be a mapping with `stacks:` and `targets:` (a hosts file, "
+               "`hosts:`, is what `envgen diff --hosts` reads)",
+    "properties": {
+        "stacks": {"type": "array", "minItems": 1,
+                   "message": "`stacks:` must be a non-empty list",
+                   "items": {"anyOf": [_SPEC, {
+                       "type": "object", "required": ["spec"], "additionalProperties": False,
+                       "message": "a stack is a name or spec, or has spec, image or sif",
+                       "properties": {
+                           "spec": _SPEC,
+                           "image": {"type": "string", "maxLength": 300,
+                                     "message": "image {value} is not an image reference"},
+                           "sif": {"type": "string", "pattern": _pattern(SIF_PATH),
+                                   "message": "sif {value} is not an absolute path to a .sif "
+                                              "file (letters, digits and _ . / + -)"}}}]}},
+        "targets": {"type": "array", "minItems": 1, "items": _TARGET,
+                    "message": "`targets:` must be a non-empty list"},
+    },
+}
 
 
 def gfd_product(nvidia_smi_name: str) -> str:
@@ -126,33 +182,21 @@ def parse_seconds(value) -> int | None:
 
 
 def _target(t, at, problems, products, seen) -> Target | None:
+    """A target whose form FLEET_SPEC passed, checked for what the schema cannot say."""
     def bad(key, msg):
         problems.append((_line(t, key, at), msg))
 
-    for extra in sorted(set(t) - TARGET_KEYS):
-        bad(extra, f"unknown key {shown(extra)} (a target has {', '.join(sorted(TARGET_KEYS))})")
-    name = t.get("name")
-    ok = True
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        bad("name", f"target name {shown(name)} must be 1 to 32 of a-z, 0-9 and '-', not "
-                    f"starting or ending with '-'")
-        return None
+    name, ok = t["name"], True
     if name in seen:
         bad("name", f"target {name!r} is listed twice (first on line {seen[name]})")
         ok = False
     seen.setdefault(name, _line(t, "name", at))
-    part = t.get("partition")
-    if part is not None and (not isinstance(part, str) or not PARTITION.fullmatch(part)):
-        bad("partition", f"target {name!r}: partition {shown(part)} is not a Slurm partition "
-                         f"name (letters, digits, _ . -, not starting with '-')")
-        ok = False
     product, gpu = t.get("gpu_product"), None
     if product is not None:
-        base = product.removesuffix("-SHARED") if isinstance(product, str) else None
-        gpu = products.get(base) if base else None
+        gpu = products.get(product.removesuffix("-SHARED"))
         if gpu is None:
             import difflib
-            near = difflib.get_close_matches(str(product), sorted(products), n=5, cutoff=0.4)
+            near = difflib.get_close_matches(product, sorted(products), n=5, cutoff=0.4)
             bad("gpu_product", f"target {name!r}: gpu_product {shown(product)} is not a GPU "
                                f"the matrix knows by its nvidia.com/gpu.product label "
                                f"(nearest: {', '.join(near) or 'none'}; {len(products)} known: "
@@ -160,14 +204,8 @@ def _target(t, at, problems, products, seen) -> Target | None:
                                f"spaces as '-', e.g. NVIDIA-H100-80GB-HBM3)")
             ok = False
     level = t.get("level", "cuda")
-    if level not in LEVELS:
-        bad("level", f"target {name!r}: level {shown(level)} must be cuda or cpu")
-        ok = False
     gpus = t.get("gpus", 1 if level == "cuda" else 0)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
-        bad("gpus", f"target {name!r}: gpus {shown(gpus)} must be a whole number from 0 to 64")
-        ok = False
-    elif level == "cuda" and gpus == 0:
+    if level == "cuda" and gpus == 0:
         bad("gpus", f"target {name!r}: level cuda needs at least one GPU (gpus: 1)")
         ok = False
     seconds = parse_seconds(t.get("time", "30m"))
@@ -175,37 +213,19 @@ def _target(t, at, problems, products, seen) -> Target | None:
         bad("time", f"target {name!r}: time {shown(t.get('time'))} is not a duration like "
                     f"30m, 2h, 1h30m or 90s (at most 7 days)")
         ok = False
-    steps = t.get("steps")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
-                              or not 1 <= steps <= 1_000_000):
-        bad("steps", f"target {name!r}: steps {shown(steps)} must be a whole number from 1 "
-                     f"to 1000000")
-        ok = False
     if not ok:
         return None
-    return Target(name, part, product, gpu.name if gpu else None, gpus, seconds, level, steps,
-                  _line(t, "name", at) or 0, _line(t, "partition", at) or 0)
+    return Target(name, t.get("partition"), product, gpu.name if gpu else None, gpus, seconds,
+                  level, t.get("steps"), _line(t, "name", at) or 0,
+                  _line(t, "partition", at) or 0)
 
 
 def _stack(s, at, problems) -> FleetStack | None:
+    """A stack whose form FLEET_SPEC passed: its image must be a reference envgen reads."""
     from ..core.image import parse_image_ref
-    if isinstance(s, dict):
-        for extra in sorted(set(s) - STACK_KEYS):
-            problems.append((_line(s, extra, at), f"unknown key {shown(extra)} (a stack is a "
-                                                  f"name or spec, or has spec and image)"))
-        spec, image, sif = s.get("spec"), s.get("image"), s.get("sif")
-        where = _line(s, "spec", at)
-    else:
-        spec, image, sif, where = s, None, None, at
-    if sif is not None and not (isinstance(sif, str) and SIF_PATH.fullmatch(sif)):
-        problems.append((_line(s, "sif", at), f"sif {shown(sif)} is not an absolute path to a "
-                                              f".sif file (letters, digits and _ . / + -)"))
-        return None
-    if not isinstance(spec, str) or not SPEC_CHARS.fullmatch(spec):
-        problems.append((where, f"stack {shown(spec)} is not a stack name or spec (letters, "
-                                f"digits and , = < > ! ~ * + . _ -, not starting with '-'; "
-                                f"no spaces, quotes or $)"))
-        return None
+    if not isinstance(s, dict):
+        return FleetStack(s, None, at or 0, None)
+    spec, image, sif, where = s["spec"], s.get("image"), s.get("sif"), _line(s, "spec", at)
     if image is not None:
         try:
             parse_image_ref(image)
@@ -219,40 +239,35 @@ def _stack(s, at, problems) -> FleetStack | None:
 
 
 def parse(doc, file: str, matrix, resolve_one) -> Fleet:
-    """Validate a fleet document (from matrix.yamlfile.load_text). `resolve_one(spec,
-    gpu_name)` resolves a stack as envgen does everywhere (its errors name the spec)."""
-    problems: list[tuple[int | None, str]] = []
+    """Validate a fleet spec (from matrix.yamlfile.load_text): its form against FLEET_SPEC,
+    then what a schema cannot say. `resolve_one(spec, gpu_name)` resolves a stack as envgen
+    does everywhere (its errors name the spec)."""
+    from ..matrix.forms import problems as form_problems
     if not isinstance(doc, dict):
-        raise InputError("a fleet file must be a mapping with `stacks:` and `targets:`",
-                         file=file, line=_line(doc, None, 1))
-    for extra in sorted(set(doc) - {"stacks", "targets"}):
-        problems.append((_line(doc, extra), f"unknown key {shown(extra)} (a fleet file has "
-                                            f"stacks and targets)"))
-    for key in ("stacks", "targets"):
-        if not isinstance(doc.get(key), list) or not doc[key]:
-            problems.append((_line(doc, key, 1), f"`{key}:` must be a non-empty list"))
+        raise InputError(FLEET_SPEC["message"], file=file, line=_line(doc, None, 1))
+    if "hosts" in doc and "stacks" not in doc:
+        raise InputError("this is a hosts file (`hosts:`), which `envgen diff --hosts` and "
+                         "`envgen report --hosts` read; `envgen fleet` takes a fleet spec "
+                         "with `stacks:` and `targets:` (examples/certify-fleet.yaml)",
+                         file=file, line=_line(doc, "hosts", 1))
+    _raise(form_problems(doc, FLEET_SPEC), file)
+    problems: list[tuple[int | None, str]] = []
     stacks: list[FleetStack] = []
     targets: list[Target] = []
     products = known_products(matrix)
-    if isinstance(doc.get("stacks"), list):
-        lines = getattr(doc["stacks"], "lines", [])
-        for i, s in enumerate(doc["stacks"]):
-            got = _stack(s, lines[i] if i < len(lines) else None, problems)
-            if got is not None:
-                if any(o.spec == got.spec and o.image == got.image for o in stacks):
-                    problems.append((got.line, f"stack {got.spec!r} is listed twice"))
-                stacks.append(got)
-    if isinstance(doc.get("targets"), list):
-        lines = getattr(doc["targets"], "lines", [])
-        seen: dict[str, int] = {}
-        for i, t in enumerate(doc["targets"]):
-            at = lines[i] if i < len(lines) else None
-            if not isinstance(t, dict):
-                problems.append((at, f"targets[{i}] must be a mapping with a name"))
-                continue
-            got = _target(t, at, problems, products, seen)
-            if got is not None:
-                targets.append(got)
+    lines = getattr(doc["stacks"], "lines", [])
+    for i, s in enumerate(doc["stacks"]):
+        got = _stack(s, lines[i] if i < len(lines) else None, problems)
+        if got is not None:
+            if any(o.spec == got.spec and o.image == got.image for o in stacks):
+                problems.append((got.line, f"stack {got.spec!r} is listed twice"))
+            stacks.append(got)
+    lines = getattr(doc["targets"], "lines", [])
+    seen: dict[str, int] = {}
+    for i, t in enumerate(doc["targets"]):
+        got = _target(t, lines[i] if i < len(lines) else None, problems, products, seen)
+        if got is not None:
+            targets.append(got)
     _raise(problems, file)
     resolved = {}
     for i, s in enumerate(stacks):

@@ -55,6 +55,8 @@ def entry_problems(name, entry) -> list[str]:
     _check(p, isinstance(digests, list) and all(isinstance(d, str) and len(d) < 400 and
                                                 "@sha256:" in d for d in digests),
            "image.repo_digests must be repository@sha256 references")
+    _check(p, img.get("content") is None or _req(img["content"], IMAGE_ID),
+           "image.content must be sha256:<64 hex digits>")
     layers = img.get("layers", [])
     _check(p, isinstance(layers, list) and all(_req(x, IMAGE_ID) for x in layers),
            "image.layers must be sha256 layer digests")

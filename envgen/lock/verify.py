@@ -8,6 +8,7 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 
 from ..certs import store as certs
+from ..certs.store import same_bits
 from ..core.errors import EnvgenError, EnvironmentMissing
 from ..core.model import Stack
 from ..resolve.closure import parse_closure
@@ -81,16 +82,17 @@ def closure_drift(locked: list[dict], closure: dict | None, where: str) -> list[
 
 def _cert_drift(entry: dict, cert_for) -> list[dict]:
     pinned = entry["image"]["id"]
+    content = entry["image"].get("content")
     cert = entry.get("certificate")
     if cert is None:
-        cert = cert_for(pinned)
+        cert = cert_for(pinned, content) if content else cert_for(pinned)
         where = "this host's certificates"
     else:
         where = "the lock"
     if cert is None:
         return [_item("certificate", f"no certificate for the pinned image {pinned[:19]} "
                       f"(run `envgen certify {pinned}`)")]
-    if where == "the lock" and cert.get("image_id") != pinned:
+    if where == "the lock" and not same_bits(cert, pinned, content):
         return [_item("certificate", f"the certificate in {where} is for "
                       f"{str(cert.get('image_id'))[:19]}, not the pinned image {pinned[:19]}")]
     if not cert.get("passed"):
@@ -102,12 +104,15 @@ def _cert_drift(entry: dict, cert_for) -> list[dict]:
 def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
     """(the image to check, drift, whether it was pulled): what the lock's tag names now,
     else the pinned image ID, else the pinned digest pulled from its registry."""
-    from ..runtime.docker import image_or_none
+    from ..runtime.docker import content_of, image_or_none
     img_lock = entry["image"]
     tag, pinned, ref = img_lock.get("tag"), img_lock["id"], img_lock.get("pinned")
     by_tag = image_or_none(c, tag) if tag else None
     if by_tag is not None:
-        drift = [] if by_tag.id == pinned else [
+        # a rebuild of the lock has another image ID (the build's clock) but the same bits
+        same = by_tag.id == pinned or (img_lock.get("content") is not None
+                                       and content_of(by_tag.attrs) == img_lock["content"])
+        drift = [] if same else [
             _item("image-id", f"{tag} is now {by_tag.id[:19]}, the lock pins {pinned[:19]}",
                   old=pinned, new=by_tag.id)]
         return by_tag.id, drift, False

@@ -196,26 +196,38 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
     return st.key, {
         "stack": st.to_json(),
         "image": {"tag": tag, "id": t.image_id, "repo_digests": list(t.repo_digests),
-                  "pinned": None, "layers": layers},
+                  "pinned": None, "layers": layers, "content": t.content},
         "base": {"reference": st.base.reference, "name": base_name,
                  "id": base_img.id if base_img is not None else None},
         "python": {"version": p.python, "tag": p.tags[0] if p.tags else None},
         "closure": closure_info,
         "requirements": reqs,
         "unlocked": unlocked,
-        "certificate": cert_summary(cert_for(t.image_id)),
+        "certificate": cert_summary(cert_for(t.image_id, t.content)),
     }
 
 
 # ---- the lock file ------------------------------------------------------------------------
 
+def turn_for(path: Path) -> Path:
+    """Where writers of the lock at `path` take turns: a file under ENVGEN_HOME/locks named
+    by the sha256 of the lock's real path, so nothing is left beside the user's committed
+    envgen.lock (an fcntl lock on the lock file itself would not hold: write_atomic renames
+    a new file over it, and the next writer locks the new inode)."""
+    import hashlib
+
+    from ..core.home import home
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    return home() / "locks" / key
+
+
 def write_lock(path: str | Path, entries: dict, matrix_sha256: str) -> dict:
-    """Merge `entries` into the lock at `path` under an exclusive lock; returns the result.
+    """Merge `entries` into the lock at `path`, one writer at a time; returns the result.
     A malformed existing lock is an InputError, never overwritten."""
     path = Path(path)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        with locked(path):
+        with locked(turn_for(path)):
             old = read_lock(path) if path.exists() else None
             data = {"lock_version": LOCK_VERSION,
                     "created": old["created"] if old else now, "updated": now,

@@ -19,6 +19,8 @@ from ..core.model import (
     Gpu,
     GpuArchitecture,
     Library,
+    Platform,
+    PlatformWheel,
     V,
     Variant,
     WheelSource,
@@ -140,6 +142,8 @@ def _build(entries, sha, problems) -> Matrix:
                           cc=raw["cc"], arch=raw.get("arch", ""), gpu_class=raw["class"],
                           brand=raw.get("brand", ""), min_driver=raw.get("min_driver", ""),
                           min_driver_source=raw.get("min_driver_source", ""),
+                          platform=raw.get("platform", ""),
+                          platform_source=raw.get("platform_source", ""),
                           **_last_branch(raw)))
     for raw, f, ln in entries["gpu_architectures"]:
         m.architectures.append(GpuArchitecture(**loc(raw, f, ln), arch=raw["arch"],
@@ -181,7 +185,8 @@ def _build(entries, sha, problems) -> Matrix:
             needs=tuple(sorted((raw.get("needs") or {}).items())),
             needs_why=raw.get("needs_why", ""), needs_over=raw.get("needs_over", ""),
             companion_licenses=tuple(sorted((raw.get("companion_licenses") or {})
-                                            .items()))))
+                                            .items())),
+            refused_variants=tuple(sorted((raw.get("refused_variants") or {}).items()))))
     for raw, f, ln in entries["wheel_sources"]:
         m.wheel_sources.append(WheelSource(**loc(raw, f, ln), name=raw["name"],
                                            kind=raw["kind"], url=raw["url"]))
@@ -194,6 +199,15 @@ def _build(entries, sha, problems) -> Matrix:
             cuda_compat=raw.get("cuda_compat", False),
             provides=tuple(sorted((raw.get("provides") or {}).items())),
             python_patch=raw.get("python_patch"), default=raw.get("default", False)))
+    for raw, f, ln in entries["platforms"]:
+        m.platforms.append(Platform(**loc(raw, f, ln), name=raw["name"],
+                                    machine=raw["machine"], debian=raw["debian"],
+                                    wheel_tag=raw["wheel_tag"], uv=raw["uv"]))
+    for raw, f, ln in entries["platform_wheels"]:
+        m.platform_wheels.append(PlatformWheel(
+            **loc(raw, f, ln), package=raw["package"], version=raw["version"],
+            platform=raw["platform"], variant=raw["variant"], pythons=_t(raw["pythons"]),
+            packages=tuple(sorted((raw.get("packages") or {}).items()))))
     return m
 
 

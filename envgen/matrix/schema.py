@@ -46,6 +46,7 @@ LICENSE = {"type": "string", "maxLength": 300, "format": "spdx",
            "pattern": rf"^{_SPDX_TERM}( (AND|OR|WITH) {_SPDX_TERM})*$"}
 LICENSES = {"type": "object", "propertyNames": NAME, "additionalProperties": LICENSE}
 
+PLATFORM = {"enum": ["linux/amd64", "linux/arm64"]}
 CONFIDENCE = {"enum": ["stated", "inferred"]}
 WHY = {"type": "string", "maxLength": 400, "pattern": r"^[^\n\r\x00]+$"}
 
@@ -68,6 +69,12 @@ LAST_BRANCH = {"last_branch": {"type": "string", "pattern": r"^[0-9]{3}$"},
 def _last_branch(entry: dict) -> dict:
     """An entry that may name a last branch, which then needs its own source."""
     return {**entry, "dependentRequired": {"last_branch": ["last_branch_source"]}}
+
+
+def _platform(entry: dict) -> dict:
+    """A GPU that fixes its host's platform (Grace) says where that is stated."""
+    return {**entry, "dependentRequired": {**entry.get("dependentRequired", {}),
+                                           "platform": ["platform_source"]}}
 
 
 def _list(item: dict) -> dict:
@@ -108,11 +115,13 @@ SECTIONS = {
     "forward_compat": _list(_entry(
         {"cuda": CUDA_VER, "branches": _list({"type": "string", "pattern": r"^[0-9]{3}$"})},
         {"gpu_classes": _list({"enum": ["datacenter", "workstation", "jetson"]})})),
-    "gpus": _list(_last_branch(_entry(
+    "gpus": _list(_platform(_last_branch(_entry(
         {"name": GPU_NAME, "cc": CC,
          "class": {"enum": ["datacenter", "workstation", "geforce", "jetson"]}},
         {"aliases": _list(GPU_NAME), "arch": NAME, "brand": NAME, "min_driver": DRIVER,
-         "min_driver_source": SOURCE, **LAST_BRANCH}))),
+         "min_driver_source": SOURCE, **LAST_BRANCH,
+         # the host platform the GPU comes in (Grace: linux/arm64), with its own source
+         "platform": PLATFORM, "platform_source": SOURCE})))),
     "gpu_architectures": _list(_last_branch(_entry({"arch": NAME, "min_driver": DRIVER},
                                                    LAST_BRANCH))),
     "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
@@ -160,7 +169,25 @@ SECTIONS = {
          "needs_why": {"type": "string", "minLength": 1, "maxLength": 400},
          # the base framework's versions over which `needs` applies (all when absent)
          "needs_over": SPECIFIER,
+         # builds upstream has that envgen does not serve, each with the reason (TensorFlow
+         # before its and-cuda extra; JAX's CUDA wheels only on Google's find-links page)
+         "refused_variants": {"type": "object", "propertyNames": VARIANT_NAME,
+                              "additionalProperties": {"type": "string", "minLength": 1,
+                                                       "maxLength": 400},
+                              "minProperties": 1},
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
+    # the OCI platforms envgen builds for, as pip, uv, Debian and QEMU name them
+    "platforms": _list(_entry(
+        {"name": PLATFORM, "machine": {"enum": ["x86_64", "aarch64"]},
+         "debian": {"enum": ["amd64", "arm64"]},
+         "wheel_tag": {"type": "string", "pattern": r"^manylinux_2_[0-9]{2}_(x86_64|aarch64)$"},
+         "uv": {"type": "string", "pattern": r"^(x86_64|aarch64)-manylinux_2_[0-9]{2}$"}})),
+    # what PyPI serves of a framework release for a platform other than linux/amd64
+    # (refresh/platforms.py reads the wheels' names and METADATA)
+    "platform_wheels": _list(_entry(
+        {"package": NAME, "version": VERSION, "platform": PLATFORM, "variant": VARIANT_NAME,
+         "pythons": {**_list(PYTHON), "minItems": 1}},
+        {"packages": WHEEL_PINS})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),
     "bases": _list(_entry(

@@ -12,6 +12,8 @@ from ..core.model import (
     Gpu,
     GpuArchitecture,
     Library,
+    Platform,
+    PlatformWheel,
     V,
     WheelSource,
 )
@@ -32,6 +34,8 @@ class Matrix:
     releases: list[FrameworkRelease] = field(default_factory=list)
     wheel_sources: list[WheelSource] = field(default_factory=list)
     bases: list[BaseImage] = field(default_factory=list)
+    platforms: list[Platform] = field(default_factory=list)
+    platform_wheels: list[PlatformWheel] = field(default_factory=list)
 
     def cuda_major(self, major: int) -> CudaMajor | None:
         return next((c for c in self.cuda_majors if c.major == major), None)
@@ -114,7 +118,8 @@ class Matrix:
                 continue
             base = self.framework(f.builds_on).package
             from packaging.specifiers import SpecifierSet  # only where a name is listed
-            ranges = [SpecifierSet(dict(r.requires).get(base, ""))
+            # as stated, and what its code needs beyond that (NeMo 2.6.0 states no torch range)
+            ranges = [SpecifierSet(dict(r.requires).get(base, "")) & SpecifierSet(r.base_need(base))
                       for r in self.releases if r.framework == f.name]
             # a variant only where one of its releases admits a base release of that variant
             names.update(f"{f.name}-{v}" for v, version in pypi.get(f.builds_on, ())

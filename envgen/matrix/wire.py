@@ -8,7 +8,7 @@ import json
 import re
 
 from ..core.errors import InputError
-from ..core.model import Stack
+from ..core.model import PLATFORMS, Stack
 from . import schema
 
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
@@ -63,6 +63,9 @@ def stack_problems(data) -> list[str]:
     _check(p, _opt(data.get("index_url"), URL), "stack.index_url is not a plain URL")
     _check(p, _req(data.get("wheel_source"), NAME), "stack.wheel_source is not a name")
     _check(p, _req(data.get("smoke"), NAME), "stack.smoke is not a payload name")
+    # absent from amd64 stacks and from every label, lock and certificate written before it
+    _check(p, data.get("platform", "linux/amd64") in PLATFORMS,
+           f"stack.platform must be {' or '.join(PLATFORMS)}")
     lic = data.get("licenses", "")   # absent in locks written before it
     _check(p, lic == "" or schema.canonical_license(lic) == lic,
            "stack.licenses is not an SPDX licence expression")
@@ -119,6 +122,10 @@ def stack_problems(data) -> list[str]:
         _check(p, _opt(base.get("cuda"), CUDA), "stack.base.cuda is not a CUDA version")
         _check(p, base.get("os") in (None, "") or _req(base.get("os"), NAME),
                "stack.base.os is not a name")
+        _check(p, base.get("arch", "") in ("", "arm64"), "stack.base.arch must be arm64 "
+               "or absent")
+        _check(p, (base.get("arch") == "arm64") == (data.get("platform") == "linux/arm64"),
+               "stack.base.arch and stack.platform disagree")
         prov = base.get("provides") or {}
         _check(p, isinstance(prov, dict) and all(_req(n, NAME) and _req(v, VERSION)
                                                  for n, v in prov.items()),

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import addons, jax, pytorch, tensorflow
+from . import addons, jax, platforms, pytorch, tensorflow
 from .change import compare_releases, read_old, validate_with_rest, write_atomic
 from .pypi import PYPI, Index, Refused, Run
 
 READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS},
-           "jax": jax, "tensorflow": tensorflow}
+           "jax": jax, "tensorflow": tensorflow, "platforms": platforms}
 
 __all__ = ["READERS", "Refused", "refresh", "PYPI"]
 
@@ -32,11 +32,12 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
     path = folder / reader.FILE
     old_text, old = read_old(path)
     change = compare_releases((old or {}).get("framework_releases") or [],
-                              doc["framework_releases"])
+                              doc.get("framework_releases") or [])
     if old is not None:
         change.refusals += [f"section {s} would disappear" for s in old
                             if s not in doc]
-    result = {"reader": name, "file": str(path), "releases": len(doc["framework_releases"]),
+    result = {"reader": name, "file": str(path),
+              "releases": len(doc.get("framework_releases") or []),
               "previous_releases": len((old or {}).get("framework_releases") or []),
               **change.to_json(), "warnings": run.warnings, "written": False,
               "requests": index.requests}

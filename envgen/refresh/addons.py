@@ -2,7 +2,8 @@
 Accelerate, DeepSpeed, NeMo's speech collection): one matrix file each, from the index and
 each release's wheel METADATA.
 
-Per minor release line, its newest patch: the version, the month of its first upload,
+Every final release first uploaded on or after SINCE (2023-01-01), from the framework's floor
+line where one is given with its reason (NeMo): the version, the month of its first upload,
 Requires-Python and the CPython versions it admits, and the ranges it states for torch and
 for the other frameworks it needs (Transformers' `torch` extra names Accelerate). These are
 pure-Python wheels (`py3-none-any`): a release without one is refused."""
@@ -19,27 +20,25 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .licenses import license_of
-from .pypi import (
-    Refused,
-    Run,
-    classifier_pythons,
-    newest_per_minor,
-    releases,
-    requirements,
-    sdist_releases,
-)
+from .pypi import Refused, Run, classifier_pythons, releases, requirements, sdist_releases
 
 PYTHONS = tuple(f"3.{n}" for n in range(8, 15))   # the CPython lines the matrix knows
+# every final release first uploaded on this day or later (issue 27: what teams pin)
+SINCE = "2023-01-01"
 
-# name: (package, first minor line, the extra that carries its torch requirement, docs)
+# name: (package, first minor line (None: every release since SINCE), the extra that carries
+# its torch requirement, docs)
 ADDONS = {
-    "lightning": ("lightning", "2.2", None,
+    "lightning": ("lightning", None, None,
                   "https://lightning.ai/docs/pytorch/stable/versioning.html"),
-    "transformers": ("transformers", "4.45", "torch",
+    # the same trainer under its older distribution and import name (pytorch_lightning)
+    "pytorch-lightning": ("pytorch-lightning", None, None,
+                          "https://lightning.ai/docs/pytorch/stable/versioning.html"),
+    "transformers": ("transformers", None, "torch",
                      "https://huggingface.co/docs/transformers/installation"),
-    "accelerate": ("accelerate", "0.34", None,
+    "accelerate": ("accelerate", None, None,
                    "https://huggingface.co/docs/accelerate/basic_tutorials/install"),
-    "deepspeed": ("deepspeed", "0.16", None,
+    "deepspeed": ("deepspeed", None, None,
                   "https://www.deepspeed.ai/tutorials/advanced-install/"),
     # From 2.6: the first line whose [asr] closure needs no compiler (2.5.3's pins
     # ctc-segmentation==1.7.4, a Cython extension PyPI serves as an sdist alone), and the
@@ -107,6 +106,12 @@ NEEDS = {
     "lightning": [("<2.4", {"setuptools": "<82"},
                    "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
                    "setuptools 82.0.0 removed")],
+    # seen in certification: pytorch-lightning 2.0.9 over torch 2.4.1 (2026-12-03) failed
+    # `import pytorch_lightning` with "No module named 'pkg_resources'" under setuptools 82
+    "pytorch-lightning": [("<2.4", {"setuptools": "<82"},
+                           "inferred: pytorch-lightning 2.0.9's import failed with No module "
+                           "named 'pkg_resources' (certification, 2026-12-03), which "
+                           "setuptools 82.0.0 removed; lightning <2.4 has the same need")],
     "transformers": [(">=4.50,<4.52", {"torch": ">=2.1"},
                       "inferred: modeling_utils.py imports integrations/flex_attention.py, "
                       "whose module-level @torch.compiler.disable needs torch.compiler, public "
@@ -116,6 +121,9 @@ NEEDS = {
                       "inferred: core_model_loading.py imports DTensor from "
                       "torch.distributed.tensor with no torch version guard, public from "
                       "torch 2.5")],
+    "nemo": [("<2.6.2", {"torch": ">=2.6"},
+              "inferred: 2.6.0 and 2.6.1 state torch without a range, while 2.6.2, the next "
+              "patch of the same line, states torch>=2.6.0 in its asr extra")],
     # DeepSpeed builds its ops with torch.utils.cpp_extension (setup.py, and JIT at run time)
     "deepspeed": [(">=0.18", {"torch": ">=2.2"},
                    "inferred: runtime/zero/muon/original_muon.py applies torch.compile when "
@@ -158,6 +166,10 @@ def own_sdist(name: str) -> bool:
     return name in SOURCE_BUILDS and "packages" not in SOURCE_BUILDS[name]
 
 
+# one trainer under two names: lightning's wheels require pytorch-lightning (the same code
+# under its older import name); a row does not keep that as a framework requirement
+SAME = {"lightning": "pytorch-lightning"}
+
 # packages whose ranges a release row keeps: the base framework's and the add-ons'
 KEPT = {"torch", *(pkg for pkg, *_ in ADDONS.values())}
 
@@ -171,9 +183,21 @@ def _unmet(run: Run, reqs, package: str) -> str | None:
         if key in KEPT or key == package:
             continue
         try:
-            page = run.index.project(key)
+            versions = _versions(run.index, key)
         except Refused:
             return f"{r}, and the index has no project {key}"
+        if not any(r.specifier.contains(v, prereleases=True) for v in versions):
+            newest = max(versions, default=None)
+            return (f"{r}, and the index serves {key} "
+                    + (f"up to {newest}" if newest else "in no version"))
+    return None
+
+
+def _versions(index, key: str) -> set:
+    """Every version of `key` the index serves a file of (not yanked), once per index."""
+    memo = index.__dict__.setdefault("_versions", {})
+    if key not in memo:
+        page = index.project(key)
         versions = set()
         for f in page["files"]:
             if f.get("yanked"):
@@ -185,11 +209,8 @@ def _unmet(run: Run, reqs, package: str) -> str | None:
                     versions.add(parse_sdist_filename(f["filename"])[1])
             except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
                 continue
-        if not any(r.specifier.contains(v, prereleases=True) for v in versions):
-            newest = max(versions, default=None)
-            return (f"{r}, and the index serves {key} "
-                    + (f"up to {newest}" if newest else "in no version"))
-    return None
+        memo[key] = versions
+    return memo[key]
 
 
 def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | None:
@@ -208,11 +229,17 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
     requires: dict[str, str] = {}
     for r in reqs:
         key = r.name.lower()
-        if key in KEPT and key != package and (r.marker is None or extra):
+        if key in KEPT and key not in (package, SAME.get(name)) and (r.marker is None or extra):
             spec = str(r.specifier)
             if key in requires and requires[key] != spec:
                 spec = str(SpecifierSet(requires[key]) & r.specifier)
             requires[key] = spec or ">=0"
+    if "torch" not in requires and own_sdist(name):
+        # an sdist whose PKG-INFO and requirements/requirements.txt state no torch range:
+        # nothing to resolve against
+        run.warn(f"{what} left out: its PKG-INFO states no requirements (no torch range "
+                 f"to resolve against)")
+        return None
     if "torch" not in requires:
         raise Refused(f"{what}: its METADATA states no torch requirement"
                       + (f" (looked in the {extra!r} extra too)" if extra else ""))
@@ -244,20 +271,49 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
             "source": f"pypi:{package}/{wheel['filename']}"}
 
 
+# the payload that certifies an add-on, where it is another's: lightning_smoke imports
+# pytorch_lightning where the `lightning` package is absent
+SMOKE = {"pytorch-lightning": "lightning"}
+
+
+def since(files: dict, first: str | None) -> list:
+    """The versions of `files` (version -> file entries) first uploaded on SINCE or later,
+    from the floor line `first` on where one is given; oldest first."""
+    floor = Version(first) if first else None
+    out = []
+    for v, fs in files.items():
+        uploaded = min((f.get("upload-time") or "") for f in fs) if fs else ""
+        if uploaded[:10] >= SINCE and (floor is None or v >= floor):
+            out.append(v)
+    return sorted(out)
+
+
+def rows_of(run: Run, chosen: list, one) -> list[dict]:
+    """`one(version)` for each chosen version, on run.jobs threads (each reads its own
+    METADATA, through the index's cache); in version order, warnings sorted."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, run.jobs)) as pool:
+        rows = [r for r in pool.map(one, chosen) if r]
+    run.warnings.sort()
+    return rows
+
+
 def reader(name: str):
     """The reader object `envgen matrix refresh NAME` runs for one add-on framework."""
     package, first, _, docs = ADDONS[name]
+    which = (f"each final {package} release uploaded since {SINCE}"
+             + (f", from {first} on" if first else ""))
 
     class Reader:
         FILE = f"{name}.yaml"
         HEADER = (f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
-                  f"rerun it.\n# Each row: the newest patch of a {package} minor line, read "
+                  f"rerun it.\n# Each row: {which}, read "
                   f"from PyPI's JSON simple index and\n# the wheel's METADATA (Requires-Python, "
                   f"the torch and add-on ranges of Requires-Dist,\n# the SPDX licence). "
                   f"`pythons` are the CPython lines Requires-Python admits; the\n# wheels are "
                   f"py3-none-any.\n") if not own_sdist(name) else (
                   f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
-                  f"rerun it.\n# Each row: the newest patch of a {package} minor line, read "
+                  f"rerun it.\n# Each row: {which}, read "
                   f"from PyPI's JSON simple index and\n# the sdist's PKG-INFO (the torch range "
                   f"of Requires-Dist, the licence). PyPI has no\n# Linux wheel of it: pip builds "
                   f"the sdist in the image (`from_source`). It states no\n# Requires-Python: "
@@ -270,15 +326,15 @@ def reader(name: str):
                 files = {v: [f] for v, f in sdist_releases(page).items()}
             else:
                 files = releases(page)
-            chosen = newest_per_minor(files, Version(first))
+            chosen = since(files, first)
             if not chosen:
-                raise Refused(f"{package}: the index lists no release from {first} on")
-            rows = [row for v in chosen if (row := release_row(run, name, v, files[v]))]
+                raise Refused(f"{package}: the index lists no release since {SINCE}")
+            rows = rows_of(run, chosen, lambda v: release_row(run, name, v, files[v]))
             if not rows:
-                raise Refused(f"{package}: every release line was left out: "
+                raise Refused(f"{package}: every release was left out: "
                               f"{'; '.join(run.warnings)[:400]}")
             entry = {"name": name, "package": package, "builds_on": "pytorch",
-                     "smoke": name, "source": docs}
+                     "smoke": SMOKE.get(name, name), "source": docs}
             if name in SOURCE_BUILDS:
                 entry["from_source"] = SOURCE_BUILDS[name]
             if name in EXTRAS:

@@ -17,6 +17,10 @@ from pathlib import Path
 from ..core.errors import EnvgenError
 from ..core.files import read_regular
 
+# stacks of another platform whose closures ship too (a platform's names are not in
+# m.stack_names(), which lists linux/amd64's): the small CPU stack CI checks for aarch64
+OTHER_PLATFORMS = ("pytorch-cpu-arm64",)
+
 
 def refresh_closures(m, folder: Path, names: list[str] | None = None,
                      check: bool = False, progress=lambda _line: None) -> dict:
@@ -25,7 +29,7 @@ def refresh_closures(m, folder: Path, names: list[str] | None = None,
     from ..resolve.stack import Host, resolve
     started = time.monotonic()
     out = folder / "closures"
-    wanted = names or m.stack_names()
+    wanted = names or [*m.stack_names(), *OTHER_PLATFORMS]
     result = {"reader": "closures", "folder": str(out), "kept": [], "written": [],
               "pending": [], "skipped": [], "failed": [], "removed": []}
     keep = set()
@@ -45,7 +49,7 @@ def refresh_closures(m, folder: Path, names: list[str] | None = None,
         _store(st, out / f"{name}.json", name, check, result, keep, progress)
     if not names and out.is_dir():
         for old_file in sorted(out.glob("*.json")):
-            if old_file.name not in keep and old_file.stem not in m.stack_names():
+            if old_file.name not in keep and old_file.stem not in wanted:
                 result["removed"].append(old_file.name)
                 if not check:
                     old_file.unlink()

@@ -91,6 +91,7 @@ class Index:
         self.cache = cache or state.home() / "cache" / "refresh"
         self._lock = threading.Lock()
         self.requests = 0
+        self._pages: dict[str, dict] = {}   # project -> its parsed page, once per run
 
     # -- HTTP ------------------------------------------------------------------------------
 
@@ -156,7 +157,13 @@ class Index:
     # -- the index -------------------------------------------------------------------------
 
     def project(self, name: str) -> dict:
-        """The PEP 691 page of `name`, its file URLs made absolute."""
+        """The PEP 691 page of `name`, its file URLs made absolute (parsed once per Index:
+        a reader of 150 releases asks for numpy's page 150 times)."""
+        if name not in self._pages:
+            self._pages[name] = self._project(name)
+        return self._pages[name]
+
+    def _project(self, name: str) -> dict:
         url = f"{self.url}/{name}/"
         data = self.get(url, accept=JSON_PAGE, ttl=SIMPLE_TTL)
         if data is None:
@@ -205,7 +212,7 @@ class Index:
     def sdist_metadata(self, f: dict) -> str:
         """PKG-INFO of the sdist file entry `f`: the whole archive is read (a tar.gz has no
         index to range-read), checked against the index's sha256, and only PKG-INFO kept."""
-        path = self._cache_path("sdist-pkg-info:" + f["url"])
+        path = self._cache_path("sdist-pkg-info-2:" + f["url"])
         if path.is_file():
             return path.read_text("utf-8")
         want = (f.get("hashes") or {}).get("sha256")
@@ -220,7 +227,10 @@ class Index:
 
 
 def pkg_info(data: bytes, filename: str) -> str:
-    """The top-level PKG-INFO of an sdist (.tar.gz) held in `data`."""
+    """The top-level PKG-INFO of an sdist (.tar.gz) held in `data`. Where it states no
+    Requires-Dist but the sdist has a top-level requirements/requirements.txt (DeepSpeed
+    before 0.16.1: its setup.py reads that file into install_requires), each requirement
+    line of that file is added as a Requires-Dist."""
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
             members = [m for m in t.getmembers()
@@ -228,9 +238,30 @@ def pkg_info(data: bytes, filename: str) -> str:
             if len(members) != 1 or members[0].size > MAX_METADATA:
                 raise Refused(f"{filename}: expected one top-level PKG-INFO under 4 MiB, found "
                               f"{len(members)}")
-            return t.extractfile(members[0]).read().decode("utf-8", "replace")
+            text = t.extractfile(members[0]).read().decode("utf-8", "replace")
+            if "\nRequires-Dist:" in text.split("\n\n", 1)[0]:
+                return text
+            top = members[0].name.split("/")[0]
+            req = next((m for m in t.getmembers() if m.isfile() and m.size <= MAX_METADATA
+                        and m.name == f"{top}/requirements/requirements.txt"), None)
+            if req is None:
+                return text
+            lines = t.extractfile(req).read().decode("utf-8", "replace").splitlines()
     except (tarfile.TarError, OSError, EOFError) as e:
         raise Refused(f"{filename}: not a readable sdist ({e})") from None
+    head, sep, body = text.partition("\n\n")
+    added = []
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            raise Refused(f"{filename}: requirements/requirements.txt has a line that is "
+                          f"no requirement: {line[:80]!r}") from None
+        added.append(f"Requires-Dist: {line}")
+    return "\n".join([head.rstrip("\n"), *added]) + (sep + body if sep else "\n")
 
 
 class _RangeFile(io.RawIOBase):

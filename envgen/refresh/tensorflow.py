@@ -1,10 +1,12 @@
 """The TensorFlow reader: matrices/tensorflow.yaml from the index (tensorflow, tensorflow-cpu,
 Keras), the matrix's own CUDA rows, and TESTED below, TensorFlow's table of tested builds.
 
-Per minor line from 2.15, its newest patch:
+Every final release first uploaded on or after 2023-01-01 (2.11.1 on):
 - the CPython versions `tensorflow` publishes Linux x86_64 wheels for, and Requires-Python;
-- a `cuXYZ` variant: `tensorflow[and-cuda]`, named for the CUDA release its cudart is
-  (the matrix's `cuda` rows, `runtime`); its nvidia-* wheels pinned exactly;
+- a `cuXYZ` variant where the release has the `and-cuda` extra (2.14 on; before it, CUDA
+  came from the system, which envgen does not install, so such a release has the `cpu`
+  variant alone and its row says why): `tensorflow[and-cuda]`, named for the CUDA release
+  its cudart is (the matrix's `cuda` rows, `runtime`); its nvidia-* wheels pinned exactly;
 - a `cpu` variant: `tensorflow-cpu` of the same version, where PyPI has it (the plain
   `tensorflow` wheel otherwise, without the extra);
 - Keras, the newest release inside the range TensorFlow's Requires-Dist states that admits
@@ -29,24 +31,17 @@ from packaging.version import Version
 
 from .jax import matrix_cuda
 from .licenses import license_of, wheel_licenses, with_license
-from .pypi import (
-    Refused,
-    Run,
-    best_wheels,
-    exact_pin,
-    newest_matching,
-    newest_per_minor,
-    releases,
-    requirements,
-)
+from .pypi import Refused, Run, best_wheels, exact_pin, newest_matching, releases, requirements
 
 FILE = "tensorflow.yaml"
-FIRST = Version("2.15")
+FIRST = Version("2.11")
+SINCE = "2023-01-01"   # every final release first uploaded on this day or later
 EXTRA = "and-cuda"
 # TensorFlow's "Tested build configurations", Linux GPU: minor line -> (CUDA, cuDNN).
 # tensorflow/docs site/en/install/source.md lines 486-492 at commit 7c36502 (2026-03-11),
 # published as https://www.tensorflow.org/install/source#gpu
 TESTED_SOURCE = "https://www.tensorflow.org/install/source#gpu"
+# 2.11 to 2.14: the same table's rows for tensorflow-2.11.0 .. tensorflow-2.14.0
 TESTED = {
     "2.21": ("12.5", "9.3"),
     "2.20": ("12.5", "9.3"),
@@ -55,7 +50,14 @@ TESTED = {
     "2.17": ("12.3", "8.9"),
     "2.16": ("12.3", "8.9"),
     "2.15": ("12.2", "8.9"),
+    "2.14": ("11.8", "8.7"),
+    "2.13": ("11.8", "8.6"),
+    "2.12": ("11.8", "8.6"),
+    "2.11": ("11.2", "8.1"),
 }
+NO_EXTRA = (f"no CUDA variant: this release has no {EXTRA} extra (TensorFlow added it in "
+            f"2.14); its GPU build loads CUDA and cuDNN from the system, which envgen does "
+            f"not install")
 # tensorflow/tensorflow .bazelrc (main, commit 0071ad1): "the same as the official
 # TensorFlow builds": HERMETIC_CUDA_COMPUTE_CAPABILITIES="sm_60,sm_70,sm_80,sm_89,compute_90"
 ARCHS, PTX = ["6.0", "7.0", "8.0", "8.9"], "9.0"
@@ -153,12 +155,23 @@ def _keras(run: Run, ver: Version, reqs, pythons) -> tuple[str, str | None] | No
     return None
 
 
+def _extras(metadata: str) -> set[str]:
+    """The extras a wheel's METADATA provides, or its Requires-Dist markers name."""
+    import email.parser
+    import re
+    msg = email.parser.Parser().parsestr(metadata, headersonly=True)
+    named = {m for r in msg.get_all("Requires-Dist") or []
+             for m in re.findall(r"extra\s*==\s*[\"']([^\"']+)[\"']", r)}
+    return {e.strip() for e in msg.get_all("Provides-Extra") or []} | named
+
+
 def derive(run: Run) -> dict:
     _, cudarts = matrix_cuda(run, "tensorflow")
     tf = releases(run.index.project("tensorflow"), FIRST)
     cpu = releases(run.index.project("tensorflow-cpu"), FIRST)
     rows = []
-    for ver in newest_per_minor(tf, FIRST):
+    for ver in sorted(v for v, fs in tf.items()
+                      if min((f.get("upload-time") or "") for f in fs)[:10] >= SINCE):
         what = f"tensorflow {ver}"
         minor = f"{ver.major}.{ver.minor}"
         if minor not in TESTED:
@@ -170,7 +183,9 @@ def derive(run: Run) -> dict:
             raise Refused(f"{what}: no Linux x86_64 CPython wheel")
         pythons = sorted(best, key=Version)
         wheel = best[pythons[-1]]
-        variant = _variant(run, ver, wheel, pythons[-1], cudarts, TESTED[minor])
+        extras = _extras(run.index.metadata(wheel)[0])
+        variant = (_variant(run, ver, wheel, pythons[-1], cudarts, TESTED[minor])
+                   if EXTRA in extras else None)
         cpu_wheels = best_wheels(cpu.get(ver, []))
         plain = {"name": "cpu", "cuda": None, "cudnn": None, "nccl": None,
                  "compute_capabilities": [], "ptx": None, "sources": ["pypi"],
@@ -194,7 +209,10 @@ def derive(run: Run) -> dict:
                      "companions": {"keras": keras[0]} if keras else {},
                      **({"companion_licenses": {"keras": keras[1]}}
                         if keras and keras[1] else {}),
-                     "pypi_variant": None, "variants": [variant, plain],
+                     "pypi_variant": None,
+                     "variants": [variant, plain] if variant else [plain],
+                     **({} if variant else {"refused_variants": {
+                         "cu" + TESTED[minor][0].replace(".", ""): NO_EXTRA}}),
                      "source": f"pypi:tensorflow/{wheel['filename']}"})
     found = wheel_licenses(run, {f"tensorflow {r['version']} {v['name']}": {
         n: p for n, p in v["packages"].items() if n.startswith("nvidia-")}

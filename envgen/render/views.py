@@ -18,7 +18,7 @@ from ..core.model import (
 )
 from ..smoke import payload_files
 from . import cache
-from .env import environment, template_dir
+from .env import environment, template_dir, token
 
 PIP_CACHE = "/root/.cache/pip"
 # The files a hash-pinned step installs, kept in the cache mount by name: `pip download
@@ -32,28 +32,40 @@ WHEEL_DIR = f"{PIP_CACHE}/files"
 # step), so BuildKit never creates and removes a stub for them and no layer records one.
 REQ_MOUNT = f"{PAYLOAD_DIR}/req"
 SRC_MOUNT = f"{PAYLOAD_DIR}/src"
+UV_MOUNT = f"{PAYLOAD_DIR}/uv"   # where an install step mounts the installer (uv, below)
 # Stamps every file a step wrote with SOURCE_DATE_EPOCH (the closure's time), skipping the
 # kernel's and BuildKit's mounts: the layer's tar then depends only on its inputs. The
 # engine's own `rewrite-timestamp` needs BuildKit 0.13; this works on every BuildKit.
 STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc/resolv.conf "
          f"-o -path /etc/hosts -o -path /etc/hostname -o -path {PIP_CACHE} -o -path "
-         f"{REQ_MOUNT} -o -path {SRC_MOUNT} \\) -prune -o -newermt \"@$SOURCE_DATE_EPOCH\" "
+         f"{REQ_MOUNT} -o -path {SRC_MOUNT} -o -path {UV_MOUNT} \\) -prune -o -newermt "
+         "\"@$SOURCE_DATE_EPOCH\" "
          "-exec touch --no-dereference --date=\"@$SOURCE_DATE_EPOCH\" {} +")
 # Bytecode for the files a pip step installed (those newer than its "$marker"), compiled at
 # build: the image's user cannot write .pyc into the venv, so without it every container start
 # compiles each module it imports again (`import torch`: docs/benchmarks.md). checked-hash
-# .pyc carry the source's hash instead of its time, and one process compiles the files in
-# sorted order with a fixed hash seed, so two builds still give bit-identical layers. -f:
+# .pyc carry the source's hash instead of its time, and with a fixed hash seed each of
+# COMPILE_JOBS processes compiles its fixed share of the sorted list (every COMPILE_JOBS-th
+# file, whatever the machine's cores), in order, so two builds still give bit-identical
+# layers while the cores work together (torch's 5,241 files took 191 s in one process on
+# this loaded machine; docs/benchmarks.md). -f:
 # a .pyc that Python wrote by itself meanwhile (setuptools' .pth imports _distutils_hack at
 # every start) records the source's time, and is replaced. A file
 # that does not compile (a Python 2 leftover in some wheels) is left without, as pip leaves it.
+# -cnewer (the inode's change time, which no installer sets back): uv copies files out of
+# its cache, and a copy may keep the time the file had there, before the marker.
+# An empty share is skipped: compileall given an empty list compiles all of sys.path.
 # No pipe: the list goes through a file beside the marker, so a failing find or sort fails
 # the step (sh has no pipefail; hadolint DL4006) while compileall reads the same sorted list.
-COMPILE = ("find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -newer "
+COMPILE_JOBS = 8
+COMPILE = ("find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -cnewer "
            "\"$marker\" > \"$marker.files\" && LC_ALL=C sort -o \"$marker.files\" "
-           "\"$marker.files\" && { PYTHONHASHSEED=0 python -m compileall -f -qq "
-           "--invalidation-mode checked-hash -i \"$marker.files\" "
-           "|| echo 'some files did not compile'; } && rm -f \"$marker.files\"")
+           f"\"$marker.files\" && split -n r/{COMPILE_JOBS} -d -a 1 \"$marker.files\" "
+           f"\"$marker.part\" && for part in \"$marker.part\"?; do "
+           "if [ -s \"$part\" ]; then { PYTHONHASHSEED=0 python -m compileall -f -qq "
+           "--invalidation-mode checked-hash -i \"$part\" "
+           "|| echo 'some files did not compile'; } & fi; done && wait "
+           "&& rm -f \"$marker.files\" \"$marker.part\"?")
 COMPILE_AT_BUILD = True   # the pip steps compile bytecode (False renders them without)
 CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # The venv is made without pip: the locked pip and setuptools are installed into it by the
@@ -62,6 +74,30 @@ CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 PIP = "pip"
 BOOTSTRAP_PIP = ('python "$(set -- /usr/share/python-wheels/pip-*.whl; '
                  'echo "$1")/pip"')
+# The installer of the hash-pinned binary layers: uv, pinned here by the sha256 PyPI's simple
+# index (https://pypi.org/simple/uv/) lists for its Linux wheels (uploaded 2026-11-17); pip
+# takes the one for the build's platform and checks it against these. A throw-away stage
+# unpacks it; each install step mounts it, so no layer holds it. uv fetches a layer's wheels
+# in parallel and unpacks them while they arrive, where pip fetches one at a time and then
+# unpacks in Python (docs/benchmarks.md has both, measured).
+UV_VERSION = "0.13.9"
+UV_HASHES = (
+    # uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+    "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+    # uv-0.13.9-py3-none-manylinux_2_28_aarch64.whl
+    "ecb6028d79dc96fbeafffe5c8af62a7099487ebc05a701e76714eebcffd06375",
+    # uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64.whl
+    "5435c5ce14a56431208ca0996416d310f1598e8c2c8ba707688985a16bb82dbe",
+)
+UV_DIR = "0-uv"             # install/0-uv/requirements.txt: the installer's one pin
+UV_STAGE = "/opt/uv"        # where the throw-away stage unpacks it
+# uv unpacks into a cache of the step's own, on the layer's file system, and links the files
+# into the venv from there; the cache goes at the end of the step, so no layer holds it and
+# each file is written once. (A cache on the cache mount would be another file system: uv
+# copies from there, 82 s more for pytorch-cu121's 4.9 GB here; docs/benchmarks.md.) Stacks
+# of one CUDA line share their lower layers, so a bake still fetches those wheels once.
+UV = (f"{UV_MOUNT}/bin/uv pip install --no-config --no-progress --python /opt/venv/bin/python "
+      f"--cache-dir \"$marker.uv\" --link-mode hardlink")
 
 
 def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
@@ -87,6 +123,26 @@ LAYER_TITLES = ("packaging tools", "CUDA libraries", "framework", "companions",
 LAYER_DIRS = ("1-tools", "2-cuda", "3-framework", "4-companions", "5-over", "6-source",
               "7-project")
 PROJECT_DIR = LAYER_DIRS[-1]
+# a project's sdists, built into wheels in a stage of their own (only the wheels enter)
+PROJECT_BUILD_DIR = "7-project-build"
+BUILD_TOOLS = ("gcc", "g++", "python3-dev", "python3-venv")
+ARCHIVE_MOUNT = "/opt/envgen/archives"
+
+
+def uses_uv(stack: Stack) -> bool:
+    """uv installs into the venv envgen makes, from PyPI or a team's mirror of it. A
+    framework base keeps its own pip; so does a stack from PyTorch's per-variant index,
+    which serves what torch needs and not uv (inferred: that index is not reachable here)."""
+    return stack.base.kind != "framework" and \
+        not (stack.index_url or "").startswith("https://download.pytorch.org/")
+
+
+def uv_requirements(stack: Stack) -> str:
+    """install/0-uv/requirements.txt: the installer, pinned by hash, from the stack's index."""
+    hashes = "".join(f" \\\n    --hash=sha256:{h}" for h in UV_HASHES)
+    index = f"--index-url {token(stack.index_url)}\n" if stack.index_url else ""
+    return (f"# The installer envgen's install steps run (mounted, in no layer); its hashes "
+            f"from https://pypi.org/simple/uv/.\n{index}uv=={UV_VERSION}{hashes}\n")
 
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
@@ -104,6 +160,8 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
         groups[_layer_of(pin, stack, base_pins) if pin.requirement in own
                else len(LAYER_DIRS) - 1].append(pin)
     layers = []
+    sdists = [p for p in groups[-1] if p.file and not p.file.endswith(".whl")]
+    groups[-1] = [p for p in groups[-1] if p not in sdists]
     for i, pins in enumerate(groups):
         if not pins:
             continue
@@ -112,6 +170,10 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
         source = LAYER_DIRS[i] == "6-source"
         layers.append({"title": LAYER_TITLES[i], "dir": LAYER_DIRS[i], "pins": pins,
                        "pip": BOOTSTRAP_PIP if bootstrap else PIP,
+                       # uv installs wheels checked by hash into envgen's own venv; pip
+                       # keeps what uv would do differently (sdists built over torch,
+                       # unhashed pins, a framework base's own environment)
+                       "uv": uses_uv(stack) and not unhashed and not source,
                        # a source build sees the layers below (torch) and reads these
                        "build_env": list(stack.build_env) if source else [],
                        "binary": (["--no-build-isolation", *(f"--no-binary={p.name}"
@@ -119,6 +181,12 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                                   if source else []),
                        "count": len(pins), "hashed": not unhashed,
                        "unhashed": [(p.requirement, p.note) for p in unhashed]})
+    if sdists:
+        layers.append({"title": "project packages built from their sdists",
+                       "dir": PROJECT_BUILD_DIR, "pins": sdists, "pip": PIP, "build_env": [],
+                       "binary": [], "count": len(sdists), "hashed": all(p.sha256 for p in sdists),
+                       "unhashed": [(p.requirement, p.note) for p in sdists if not p.sha256],
+                       "built": True})
     return layers
 
 
@@ -192,10 +260,16 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "index_url": stack.index_url,
         "layers": project_steps(stack, layers),
         "project": stack.project,
+        "project_build": _project_build(stack, layers),
         "env": env,
         "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
         "pip_cache": PIP_CACHE, "wheel_dir": WHEEL_DIR,
+        # the throw-away stage that unpacks uv, when a step installs with it
+        "uv_stage": buildkit and any(x["uv"] for x in layers),
+        "uv": UV, "uv_version": UV_VERSION, "uv_dir": UV_DIR, "uv_target": UV_STAGE,
+        "uv_mount": UV_MOUNT,
+        "bootstrap_pip": BOOTSTRAP_PIP if base.kind != "framework" else PIP,
         "req_mount": REQ_MOUNT,
         "src_mount": SRC_MOUNT,
         "payload": payload,
@@ -225,7 +299,35 @@ APT_LOG = "/tmp/envgen-apt-log"
 def _step(kind: str, values: dict) -> dict:
     """One install step; the template tests its kind by flag (templates compare nothing)."""
     return {"pip_step": kind == "pip", "apt_step": kind == "apt",
-            "files_step": kind == "files", **values}
+            "files_step": kind == "files", "built_step": kind == "built", **values}
+
+
+def _apt(base) -> dict:
+    """How an apt step reads the base's own archive snapshot."""
+    mirror_arg = base.kind == "local" and bool(base.snapshot)
+    source = (f"http://snapshot.ubuntu.com/ubuntu/{base.snapshot}"
+              if base.kind == "registry" and base.snapshot and base.suite else None)
+    opts = [f"Dir::Log={APT_LOG}", "Acquire::Check-Valid-Until=false"]
+    if mirror_arg or source:
+        opts += [f"Dir::Etc::SourceList={APT_LIST}", "Dir::Etc::SourceParts=/nonexistent"]
+    return {"mirror_arg": mirror_arg, "source": source, "snapshot": bool(mirror_arg or source),
+            "mirror_default": f"https://snapshot.debian.org/archive/debian/"
+                              f"{base.snapshot}" if mirror_arg else "",
+            "suite": base.suite or "", "list": APT_LIST, "log": APT_LOG,
+            "components": "main universe" if source else "main", "opts": opts}
+
+
+def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
+    """The builder stage of a project's sdists: Debian's compiler and Python headers from
+    the base's snapshot, `pip wheel` of each sdist checked against its sha256."""
+    built = next((x for x in layers if x["dir"] == PROJECT_BUILD_DIR), None)
+    if built is None or stack.project is None:
+        return None
+    from ..resolve.project import git_requirements
+    return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
+            "tools": list(BUILD_TOOLS), "wheels": "/opt/wheels",
+            # git references: their archives, made by `git archive`, in project-archives/
+            "archives": bool(git_requirements(stack.project)), "archive_dir": ARCHIVE_MOUNT}
 
 
 def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
@@ -235,24 +337,15 @@ def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
     clock. A local Debian base's packages come from its snapshot, or from the mirror
     `envgen build` passes as ENVGEN_DEBIAN_MIRROR (one serving that snapshot)."""
     layer = stack.project
-    steps = [_step("pip", x) for x in layers if x["dir"] != PROJECT_DIR]
+    steps = [_step("pip", x) for x in layers
+             if x["dir"] not in (PROJECT_DIR, PROJECT_BUILD_DIR)]
     if layer is None:
         return steps
-    base = stack.base
     if layer.apt:
-        mirror_arg = base.kind == "local" and bool(base.snapshot)
-        source = (f"http://snapshot.ubuntu.com/ubuntu/{base.snapshot}"
-                  if base.kind == "registry" and base.snapshot and base.suite else None)
-        opts = [f"Dir::Log={APT_LOG}", "Acquire::Check-Valid-Until=false"]
-        if mirror_arg or source:
-            opts += [f"Dir::Etc::SourceList={APT_LIST}", "Dir::Etc::SourceParts=/nonexistent"]
-        steps.append(_step("apt", {"mirror_arg": mirror_arg, "source": source,
-                      "snapshot": bool(mirror_arg or source),
-                      "mirror_default": f"https://snapshot.debian.org/archive/debian/"
-                                        f"{base.snapshot}" if mirror_arg else "",
-                      "suite": base.suite or "", "list": APT_LIST, "log": APT_LOG,
-                      "components": "main universe" if source else "main", "opts": opts}))
+        steps.append(_step("apt", _apt(stack.base)))
     steps += [_step("pip", x) for x in layers if x["dir"] == PROJECT_DIR]
+    steps += [_step("built", {**x, "stage": "project-build", "wheels": "/opt/wheels"})
+              for x in layers if x["dir"] == PROJECT_BUILD_DIR]
     if layer.files:
         steps.append(_step("files", {"app_dir": APP_DIR}))
     return steps
@@ -307,6 +400,8 @@ def base_view(base: BaseImage) -> dict:
             "hooks": ['rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*',
                       'printf "127.0.0.1 localhost\\n::1 localhost ip6-localhost\\n" '
                       '> "$1/etc/hosts"'],
+            # another architecture (arm64): mmdebstrap runs its scripts through QEMU
+            "arch": base.arch, "platform": f"linux/{base.arch}" if base.arch else "",
             "labels": [f"LABEL io.envgen.base={base.name}",
                        f"LABEL io.envgen.base.suite={base.suite}",
                        f"LABEL io.envgen.base.snapshot={base.snapshot}",
@@ -330,6 +425,10 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
     for layer in install_layers(stack, closure):
         jobs[f"install/{layer['dir']}/requirements.txt"] = (
             req, requirements_view(stack, closure, layer["pins"], layer["title"], layer))
+    if uses_uv(stack):
+        texts_extra = {f"install/{UV_DIR}/requirements.txt": uv_requirements(stack)}
+    else:
+        texts_extra = {}
     if stack.base.kind == "local":
         jobs["base/build-base.sh"] = ("build-base.sh.j2", base_view(stack.base))
     rendered = cache.render(jobs, template_dir(), environment)
@@ -343,4 +442,5 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
         "closure.json": json.dumps(closure.to_json(), indent=1) + "\n",
     }
     texts.update((k, v) for k, v in rendered.items() if k not in texts)
+    texts.update(texts_extra)
     return texts

@@ -59,12 +59,25 @@ def cell(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None) -> dict:
     return _cell("none", v["why"], None)
 
 
-def columns(m: Matrix) -> list[dict]:
-    """One column per driver branch of the matrix, judged at its newest known release."""
+CURRENT_LTS = 3   # the newest long-term-support branches, and every branch after them
+
+
+def columns(m: Matrix, fleet_branches: frozenset[str] = frozenset()) -> list[dict]:
+    """One column per driver branch of the matrix, judged at its newest known release.
+    `current`: one of the branches teams run, shown first: the oldest of the newest
+    CURRENT_LTS long-term-support branches and every branch after it (R535 to R620 in the
+    bundled matrix), and any branch a fleet host runs; the older ones are folded away on
+    the page. A rule on the matrix alone, not on today's date, so a page is the same
+    bytes whenever it is made."""
+    ordered = sorted(m.drivers, key=lambda b: V(b.branch))
+    lts = [b for b in ordered if b.lts][-CURRENT_LTS:]
+    first = V(lts[0].branch) if lts else V("0")
     out = []
-    for b in sorted(m.drivers, key=lambda b: V(b.branch)):
+    for b in ordered:
         driver = b.latest or b.first
-        out.append({"name": branch(driver), "driver": driver, "lts": b.lts, "eol": b.eol})
+        name = branch(driver)
+        out.append({"name": name, "driver": driver, "lts": b.lts, "eol": b.eol,
+                    "current": V(b.branch) >= first or name in fleet_branches})
     return out
 
 
@@ -96,15 +109,41 @@ def _gpus_text(host: dict) -> str:
     return ", ".join(f"{c}× {n}" if c > 1 else n for n, c in counts.items()) or "no GPU"
 
 
+def _number(value) -> float | None:
+    """A certificate's figure when it is a finite number (the field is untrusted)."""
+    import math
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def evidence(c: dict) -> dict:
+    """The figures a certificate's run measured: checks passed of run, training samples/s,
+    the GEMM's TFLOP/s, the run's seconds; None where it did not say."""
+    report = c.get("report") if isinstance(c.get("report"), dict) else {}
+    metrics = report.get("metrics") if isinstance(report.get("metrics"), dict) else {}
+    checks = report.get("checks") if isinstance(report.get("checks"), list) else []
+    ran = [k for k in checks if isinstance(k, dict)]
+    samples, tflops = _number(metrics.get("samples_per_s")), _number(metrics.get("gemm_tflops"))
+    seconds = _number(c.get("seconds"))
+    return {"checks": f"{sum(bool(k.get('passed')) for k in ran)}/{len(ran)}" if ran else "-",
+            "samples_per_s": samples,
+            "samples_text": f"{samples:,.0f}" if samples is not None else "-",
+            "tflops_text": f"{tflops:,.1f}" if tflops is not None else "-",
+            "seconds_text": f"{seconds:.1f} s" if seconds is not None else "-"}
+
+
 def certificate_rows(certs: list[dict]) -> list[dict]:
     """What the page shows of each certificate (certs.load_all()'s well-formed ones), sorted
-    by stack, newest first; `file` is where the copy goes under certs/."""
+    by stack, newest first; `file` is where the copy goes under certs/. A project's image is
+    named as the store names it (NAME.STACK), not by its plain stack."""
+    from ..certs.view import stack_name
     taken: set[str] = set()
     rows = []
     for c in certs:   # load_all's order (newest first) decides which copy keeps a name
         host = c.get("host") or {}
         created = c.get("created") if isinstance(c.get("created"), str) else ""
-        rows.append({"stack": _text(c["stack"]["stack"]),
+        rows.append(evidence(c) | {"stack": _text(stack_name(c)),
                      "version": _text(c["stack"].get("framework", {}).get("version")
                                       if isinstance(c["stack"].get("framework"), dict)
                                       else None, 80),
@@ -162,7 +201,7 @@ def _view(m: Matrix, stacks: dict[str, Stack], cols: list[dict], gpu: Gpu | None
             if not k.ok:
                 hidden.append({"stack": name, "why": k.why})
                 continue
-        cells = [cell(m, st, c["driver"], gpu) | {"fleet": h["fleet"]}
+        cells = [cell(m, st, c["driver"], gpu) | {"fleet": h["fleet"], "old": not c["current"]}
                  for c, h in zip(cols, heads, strict=True)]
         rows.append({"stack": name, "cells": cells,
                      "about": (f"{st.framework_package} {st.version}, "
@@ -224,7 +263,7 @@ def build_report(m: Matrix, stacks: dict[str, Stack | str], hosts: list[FleetHos
                  store_runs: dict | None = None) -> dict:
     """Everything the page shows, computed; the template only formats it. `store_runs`
     (certs.runs_by_key) counts the store's runs behind each certificate."""
-    cols = columns(m)
+    cols = columns(m, frozenset(branch(h.driver) for h in hosts))
     resolved = {n: s for n, s in sorted(stacks.items()) if not isinstance(s, str)}
     unresolved = [{"stack": n, "why": s} for n, s in sorted(stacks.items())
                   if isinstance(s, str)]
@@ -247,10 +286,70 @@ def build_report(m: Matrix, stacks: dict[str, Stack | str], hosts: list[FleetHos
                           "runs": len(runs[h.name]), "runs_names": ", ".join(runs[h.name])})
     certified = sum(1 for r in views[0]["rows"]
                     if r["certificate"] and r["certificate"]["current"])
-    return {"matrix_sha256": m.sha256, "envgen_version": __version__,
+    from .plots import branches_chart, throughput_chart
+    older = [c["name"] for c in cols if not c["current"]]
+    return {"summary": summary(m, stacks, list(hosts), cert_rows, len(resolved)),
+            "older": {"count": len(older),
+                      "range": f"{older[0]} to {older[-1]}" if older else ""},
+            "branches_chart": branches_chart(views[0]),
+            "throughput_chart": throughput_chart(cert_rows),
+            "matrix_sha256": m.sha256, "envgen_version": __version__,
             "columns": cols, "views": views, "unresolved": unresolved,
             "legend": [{"state": s, "symbol": sym, "word": w, "text": t}
                        for s, (sym, w, t) in STATES.items()],
             "certificates": cert_rows, "placements": placements(cert_rows, store_runs),
             "fleet": fleet, "fleet_file": fleet_file or "",
             "gpu_filter": len(views) > 1, "stacks": len(resolved), "certified": certified}
+
+
+def upgrade_target(m: Matrix, hosts: list[FleetHost]):
+    """The branch a fleet would move to: the newest long-term-support branch one of its
+    hosts already runs (the team trusts it somewhere), else the matrix's newest one."""
+    lts = sorted((b for b in m.drivers if b.lts), key=lambda b: V(b.branch))
+    run = {branch(h.driver) for h in hosts}
+    mine = [b for b in lts if f"R{b.branch}" in run]
+    return (mine or lts or [None])[-1]
+
+
+def summary(m: Matrix, stacks: dict, hosts: list[FleetHost], cert_rows: list[dict],
+            resolved: int) -> dict:
+    """The page's first lines, for a lead: what the fleet runs today and what upgrading
+    adds (with a fleet), and what the store has certified."""
+    import dataclasses
+    passed = {r["stack"] for r in cert_rows if r["passed"]}
+    levels = {}
+    for r in cert_rows:
+        if r["passed"]:
+            levels.setdefault(r["level"], set()).add(r["stack"])
+    certified = (f"{len(passed)} stack(s) certified in this store ("
+                 + ", ".join(f"{len(v)} at level {k}" for k, v in sorted(levels.items()))
+                 + ")") if passed else "no certificate in this store yet " \
+        "(envgen build SPEC --certify makes one)"
+    out = {"headline": f"{resolved} stacks resolve; {certified}.", "fleet": None,
+           "certified": certified}
+    if not hosts:
+        return out
+    today = fleet_report(m, hosts, None, stacks=stacks)["hosts"]
+    target = upgrade_target(m, hosts)
+    if target is None:
+        return out
+    to = target.latest or target.first
+    moved = [dataclasses.replace(h, driver=to) if V(h.driver.split(".")[0]) < V(target.branch)
+             else h for h in hosts]
+    after = fleet_report(m, moved, None, stacks=stacks)["hosts"]
+    # a stack the fleet runs: one every host runs (a job may land on any of them)
+    now = set.intersection(*(set(h["runs"]) for h in today))
+    then = set.intersection(*(set(h["runs"]) for h in after))
+    pairs_now, pairs_then = sum(len(h["runs"]) for h in today), sum(len(h["runs"])
+                                                                    for h in after)
+    below = sum(1 for h in hosts if V(h.driver.split(".")[0]) < V(target.branch))
+    gained = sorted(then - now)
+    out["headline"] = (f"Your fleet runs {len(now)} stacks today on all {len(hosts)} hosts; "
+                       f"upgrading the {below} below R{target.branch} to {to} adds "
+                       f"{len(gained)}.")
+    out["fleet"] = {"hosts": len(hosts), "runs": len(now), "target": f"R{target.branch}",
+                    "driver": to, "below": below, "adds": len(gained),
+                    "added": ", ".join(gained), "pairs_now": pairs_now,
+                    "pairs_then": pairs_then,
+                    "certified": certified[:1].upper() + certified[1:]}
+    return out

@@ -73,7 +73,9 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
         # A project's packages go over the plain stack's closure, held as it is: the
         # project image shares every lower layer with the plain image.
         plain = closure_for(stack.plain(), resolve=resolve)[0]
-        constraints = sorted({*constraints, *(p.requirement for p in plain.pins)})
+        own = {canonical_name(n) for n, _ in stack.project.pip}   # the team's pin wins
+        constraints = sorted({*constraints, *(p.requirement for p in plain.pins
+                                              if canonical_name(p.name) not in own)})
         extra = {"project": {"over": plain.key, "apt": list(stack.project.apt),
                              "snapshot": stack.base.snapshot}}
     elif stack.builds_on:
@@ -210,12 +212,14 @@ def _stored(path: Path) -> Closure:
 
 def find(stack: Stack) -> tuple[Closure, str] | None:
     """The stored closure for this stack's inputs: bundled first, then the user's cache."""
+    if stack.project is not None and not stack.project.pip:
+        return find(stack.plain())   # nothing over the plain stack: its own closure
     try:
         key = key_of(inputs_for(stack, resolve=False))
     except InputError:   # the stack it is built over has no stored closure yet
         return None
     bundled = bundled_dir()
-    if bundled.is_dir():
+    if bundled.is_dir() and stack.project is None:   # a project's closure is never bundled
         # Its own file first (the usual hit: one file read, not all of them); then the
         # others, since another spec can resolve to the same inputs.
         own = bundled / f"{stack.stack}.json"
@@ -275,10 +279,13 @@ UV_NEWEST_GLIBC = (2, 40)
 
 
 def _uv_platform(platform: str) -> str:
-    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", platform)
-    if m and (int(m.group(1)), int(m.group(2))) > UV_NEWEST_GLIBC:
-        return "manylinux_%d_%d_x86_64" % UV_NEWEST_GLIBC
-    return platform
+    """uv's --python-platform for a wheel platform: manylinux_2_36_aarch64 ->
+    aarch64-manylinux_2_36 (x86_64 or aarch64, glibc capped at uv's newest)."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)", platform)
+    if not m:
+        return "x86_64-" + platform.removesuffix("_x86_64")
+    glibc = min((int(m.group(1)), int(m.group(2))), UV_NEWEST_GLIBC)
+    return "%s-manylinux_%d_%d" % (m.group(3), *glibc)
 
 
 def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tuple[dict, str]:
@@ -291,14 +298,22 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         req, con = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
         req.write_text("\n".join(inputs["requirements"]) + "\n")
         con.write_text("\n".join(inputs["constraints"]) + "\n")
-        platform = "x86_64-" + _uv_platform(inputs["platform"]).removesuffix("_x86_64")
+        # uv prefers the versions an existing output file names (unless --upgrade)
+        out = Path(tmp) / "preferred.txt"
+        out.write_text("".join(f"{x}\n" for x in inputs.get("prefer", ())))
+        platform = _uv_platform(inputs["platform"])
         argv = [uv, "pip", "compile", str(req), "--constraint", str(con),
                 "--python-version", inputs["python"], "--python-platform", platform,
-                "--only-binary", ":all:",
+                # a team's sdist-only package is built in the project's builder stage
+                *(() if inputs.get("sdists") else ("--only-binary", ":all:")),
                 # uv reads such a package's metadata from its sdist's PKG-INFO
                 *(a for n in inputs.get("from_source", ()) for a in ("--no-binary", n)),
                 "--no-header", "--no-annotate", "--no-config",
-                "--index-url", index, "--quiet", "--cache-dir", str(Path(tmp) / "uv-cache")]
+                *(("--output-file", str(out)) if inputs.get("prefer") else ()),
+                "--index-url", index, "--quiet", "--cache-dir", str(Path(tmp) / "uv-cache"),
+                *(a for x in inputs.get("extra_index_urls", ()) for a in
+                  ("--extra-index-url", x)),
+                *(a for x in inputs.get("find_links", ()) for a in ("--find-links", x))]
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                                env=_uv_env())
@@ -307,6 +322,7 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
                                      f"reachable?)") from None
         uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
                                     timeout=30).stdout.strip()
+        resolved = out.read_text() if r.returncode == 0 and inputs.get("prefer") else r.stdout
     if r.returncode != 0:
         text = " ".join(line.strip() for line in r.stderr.strip().splitlines()[-6:])[:600]
         if "No solution found" in r.stderr or "unsatisfiable" in r.stderr:
@@ -314,7 +330,7 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
                                 f"on Python {inputs['python']} {inputs['platform']}: {text}")
         raise EnvironmentMissing(f"uv could not resolve from {index}: {text}")
     pins = {}
-    for line in r.stdout.splitlines():
+    for line in resolved.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -372,14 +388,17 @@ def simple_html(text: str) -> dict:
 
 
 def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple[str, ...]:
-    """Wheel tags CPython `python` accepts on glibc x86_64 Linux, most preferred first."""
+    """Wheel tags CPython `python` accepts on glibc x86_64 (or aarch64) Linux, most
+    preferred first."""
     from packaging.tags import compatible_tags, cpython_tags
     major, minor = (int(x) for x in python.split("."))
-    m = re.fullmatch(r"manylinux_2_(\d+)_x86_64", platform)
+    m = re.fullmatch(r"manylinux_2_(\d+)_(x86_64|aarch64)", platform)
     glibc = int(m.group(1)) if m else 17
-    plats = [f"manylinux_2_{g}_x86_64" for g in range(glibc, 4, -1)]
-    plats += [p for p, g in (("manylinux2014_x86_64", 17), ("manylinux2010_x86_64", 12),
-                             ("manylinux1_x86_64", 5)) if g <= glibc] + ["linux_x86_64"]
+    arch = m.group(2) if m else "x86_64"
+    plats = [f"manylinux_2_{g}_{arch}" for g in range(glibc, 4, -1)]
+    legacy = (("manylinux2014", 17), ("manylinux2010", 12), ("manylinux1", 5)) \
+        if arch == "x86_64" else (("manylinux2014", 17),)
+    plats += [f"{p}_{arch}" for p, g in legacy if g <= glibc] + [f"linux_{arch}"]
     return tuple(str(t) for t in [*cpython_tags((major, minor), platforms=plats),
                                   *compatible_tags((major, minor), platforms=plats)])
 
@@ -513,3 +532,102 @@ def resolve_closure(stack: Stack, uv: str | None = None, fetch=fetch_json,
     return Closure(key=key_of(inputs), inputs=inputs, pins=tuple(hashed),
                    resolver=f"{uv_version}, uv pip compile", created=created,
                    stack=stack.stack)
+
+
+# ---- a project's own requirements (envgen init --from) ------------------------------------
+
+def project_inputs(stack: Stack, layer) -> dict:
+    """The one resolution of a team's requirements over `stack` (the plain stack): its
+    requirements and constraints as written, the stack's framework pins and the plain
+    closure's CUDA libraries and packaging tools as constraints, everything else free."""
+    plain = closure_for(stack, resolve=True)[0]
+    extras = dict(stack.extras)
+    fixed = {canonical_name(n) for n in stack.pip_packages}
+    held = sorted(p.requirement for p in plain.pins
+                  if canonical_name(p.name) in fixed or p.name in VENV_TOOLS
+                  or p.name.startswith(("nvidia-", "cuda-")) or p.name == "triton")
+    from .gitref import archive, references
+    git = {}
+    for name, repo, commit in references(layer.requirements):
+        _path, sha, version = archive(name, repo, commit)
+        git[name] = {"repo": repo, "commit": commit, "sha256": sha, "version": version}
+    own = [r for r in layer.requirements if not (
+        " @ git+" in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in git)]
+    reqs = [*own, *(f"{n}=={g['version']}" for n, g in sorted(git.items())),
+            *(requirement(n, v, extras.get(n, ""))
+                                   for n, v in stack.pip_packages.items()),
+            *(f"{n}=={v}" for n, v in layer.pip)]
+    tools = list(VENV_TOOLS) if stack.base.kind != "framework" else []
+    inputs = {"requirements": reqs + tools,
+              "constraints": sorted({*constraints_for(stack), *held, *layer.constraints}),
+              "python": stack.python, "platform": stack.base.platform,
+              "index_url": stack.index_url, "extra_index_urls": list(layer.indexes),
+              "project_over": plain.key, "sdists": True, **({"git": git} if git else {}),
+              # the plain closure's pins are preferred, not required: a package the team
+              # leaves free keeps the plain stack's version (so its layers stay shared),
+              # and a team's own pin or range still wins
+              "prefer": sorted(p.requirement for p in plain.pins)}
+    return json.loads(json.dumps(inputs, sort_keys=True))
+
+
+def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure, str]:
+    """The closure of a team's requirements over the plain `stack`, cached under
+    ENVGEN_HOME by the sha256 of its inputs (a second `init --from` or `resolve` of the same
+    file reads it back without uv)."""
+    inputs = project_inputs(stack, layer)
+    key = key_of(inputs)
+    cached = cache_dir() / f"{key}.json"
+    if cached.is_file():
+        return _stored(cached), f"cached closure {cached}"
+    if not resolve:
+        raise InputError(f"the project's requirements over {stack.stack} are not resolved "
+                         f"yet; run `envgen resolve`")
+    index = (inputs["index_url"] or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)
+             ).rstrip("/")
+    why = probe_index(index)
+    if why is not None:
+        raise EnvironmentMissing(f"resolving the project's requirements needs {index}, "
+                                 f"which does not answer ({why})")
+    git = inputs.get("git") or {}
+    from .gitref import archive
+    links = sorted({str(archive(n, g["repo"], g["commit"])[0].parent) for n, g in git.items()})
+    pins, uv_version = compile_pins({**inputs, "find_links": links})
+    from concurrent.futures import ThreadPoolExecutor
+    items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
+
+    def pin(kv):
+        g = git.get(canonical_name(kv[0]))
+        if g is not None:   # the archive of its commit, built in the builder stage
+            dist = re.sub(r"[-_.]+", "_", kv[0]).lower()
+            return Pin(kv[0], kv[1], file=f"{dist}-{g['version']}.tar.gz", sha256=g["sha256"],
+                       note=f"built from git {g['repo']} at {g['commit']}")
+        return hash_pin(kv[0], kv[1], inputs["python"], inputs["platform"], index)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        hashed = list(pool.map(pin, items))
+    # an index that did not answer for one file is a passing fault, not a fact: nothing is
+    # cached (a cached closure with an unhashed pin failed every later build of the project)
+    unread = next((p for p in hashed if not p.sha256 and p.note
+                   and p.note.startswith(f"{index} could not be read")), None)
+    if unread is not None:
+        raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
+                                 f"command again asks the index again")
+    c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
+                resolver=f"{uv_version}, uv pip compile",
+                created=closure_for(stack)[0].created, stack=stack.stack)
+    write_json(cached, c.to_json())
+    return c, f"resolved now with {c.resolver}, cached as {cached}"
+
+
+def store_project(applied: Stack, free: Closure) -> None:
+    """Keep the team's closure under the key the project stack's own inputs give, so
+    render, build and lock find it without a second resolution. A project that adds no
+    pin has the plain stack's own closure: nothing is written under that key."""
+    if applied.project is None or not applied.project.pip:
+        return
+    inputs = inputs_for(applied, resolve=False)
+    key = key_of(inputs)
+    path = cache_dir() / f"{key}.json"
+    if not path.is_file():
+        write_json(path, Closure(key=key, inputs=inputs, pins=free.pins,
+                                 resolver=free.resolver, created=free.created,
+                                 stack=applied.stack).to_json())

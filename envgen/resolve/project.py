@@ -25,7 +25,9 @@ from ..matrix.wire import PROJECT_PIP as PIP
 from ..matrix.wire import PROJECT_REL as REL
 
 FILE = "envgen.yaml"
-KEYS = ("stack", "name", "pip", "apt", "copy", "smoke")
+KEYS = ("stack", "name", "pip", "apt", "copy", "smoke", "from", "target", "why",
+        "requirements", "constraints", "indexes")
+MAX_REQUIREMENTS = 2000
 SKIP = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".venv"}
 MAX_BYTES = 512 * 1024 * 1024
 
@@ -154,10 +156,74 @@ def load(path: Path) -> Project:
             bad(f"'smoke' must be a command: a list of 1-{MAX_ARGS} one-line arguments (run "
                 f"without a shell), e.g. smoke: [python, app/check.py]", at)
         argv = tuple(smoke)
+    reqs = tuple(_requirements(doc, "requirements", items, bad, line))
+    cons = tuple(_requirements(doc, "constraints", items, bad, line))
+    indexes, index_lines = items("indexes")
+    for i, url in enumerate(indexes):
+        if not isinstance(url, str) or not re.fullmatch(r"https://[A-Za-z0-9._~:/@%+-]{1,500}",
+                                                        url):
+            bad(f"indexes entry {shown(url)} must be an https URL of a package index",
+                index_lines[i] if i < len(index_lines) else line("indexes"))
     layer = ProjectLayer(name=title, pip=tuple(sorted(pip.items())), apt=tuple(sorted(apts)),
                          files=files, smoke=argv, root=str(path.parent), source=name,
-                         pip_lines=tuple(sorted(pip_at.items())))
+                         pip_lines=tuple(sorted(pip_at.items())), requirements=reqs,
+                         constraints=cons, indexes=tuple(indexes))
     return Project(path=path, spec=spec.strip(), layer=layer)
+
+
+def _requirements(doc, key: str, items, bad, line) -> list[str]:
+    """A list of PEP 508 requirement lines (`init --from` writes the team's own): each is
+    read by packaging; a URL must be https or file; a git reference is not built yet."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    values, lines = items(key)
+    if len(values) > MAX_REQUIREMENTS:
+        bad(f"'{key}' holds more than {MAX_REQUIREMENTS} entries", line(key))
+    out = []
+    for i, item in enumerate(values):
+        at = lines[i] if i < len(lines) else line(key)
+        if not isinstance(item, str) or len(item) > 4000 or any(ord(c) < 32 for c in item):
+            bad(f"{key} entry {shown(item)} must be one requirement line", at)
+        try:
+            req = Requirement(item)
+        except InvalidRequirement as e:
+            bad(f"{key} entry {shown(item)} is not a requirement "
+                f"({str(e).splitlines()[0][:100]})", at)
+        if req.url and not _pinned_git(req.url):
+            bad(f"{key} entry {shown(item)}: envgen builds requirements from a package index "
+                f"with their sha256, and git references pinned to a commit "
+                f"(git+https://...@<40 hex digits>, as `init --from` writes them); another "
+                f"URL is not built yet (put its wheel on an index)", at)
+        out.append(str(req))
+    return out
+
+
+def _pinned_git(url: str) -> bool:
+    from .gitref import COMMIT, split
+    if not url.startswith(("git+https://", "git+file://")):
+        return False
+    try:
+        return bool(COMMIT.fullmatch(split(url)[1]))
+    except InputError:
+        return False
+
+
+def git_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
+    """(name, repository, commit) of each git reference of the layer's requirements."""
+    from .gitref import references
+    return references(layer.requirements)
+
+
+def copy_archives(layer: ProjectLayer, into: Path) -> bool:
+    """The sdists `git archive` made of the layer's git references, into a build context's
+    folder (the builder stage's pip checks each against the closure's sha256)."""
+    from .gitref import archive
+    found = False
+    for name, repo, commit in git_requirements(layer):
+        path, _sha, _v = archive(name, repo, commit)
+        into.mkdir(parents=True, exist_ok=True)
+        (into / path.name).write_bytes(path.read_bytes())
+        found = True
+    return found
 
 
 def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
@@ -220,7 +286,11 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
 
 def apply(stack: Stack, layer: ProjectLayer) -> Stack:
     """The stack with the project's layer over it: its pip pins join the stack's packages
-    (a package the stack already pins must agree with it)."""
+    (a package the stack already pins must agree with it). A project with requirements
+    (`init --from`) is resolved first, once and cached: its pins are every distribution
+    of that closure the plain closure does not hold as it is."""
+    if layer.requirements:
+        return _apply_requirements(stack, layer)
     pinned = {canonical_name(n): (n, v) for n, v in stack.packages}
     added = []
     for n, v in layer.pip:
@@ -242,6 +312,22 @@ def apply(stack: Stack, layer: ProjectLayer) -> Stack:
     layer = record.replace(layer, pip=tuple(added))
     return stack.replace(packages=stack.packages + tuple(added), project=layer,
                          reasons=stack.reasons + (reason,))
+
+
+def _apply_requirements(stack: Stack, layer: ProjectLayer) -> Stack:
+    from .closure import closure_for, project_closure, store_project
+    free, _where = project_closure(stack, layer)
+    plain = {p.requirement for p in closure_for(stack, resolve=False)[0].pins}
+    fixed = {canonical_name(n) for n, _ in stack.packages}
+    added = tuple(sorted((p.name, p.version) for p in free.pins
+                         if p.requirement not in plain and canonical_name(p.name) not in fixed))
+    applied = apply(stack, record.replace(layer, requirements=(), pip=added))
+    applied = applied.replace(project=record.replace(applied.project,
+                                                     requirements=layer.requirements,
+                                                     constraints=layer.constraints,
+                                                     indexes=layer.indexes))
+    store_project(applied, free)
+    return applied
 
 
 def copy_files(layer: ProjectLayer, into: Path) -> None:

@@ -19,12 +19,13 @@ def load(path: str | None = None):
     return load_matrix(path or os.environ.get("ENVGEN_MATRIX") or None)
 
 
-def host(matrix, driver=None, gpu=None, cc=None, python=None, sources=None):
+def host(matrix, driver=None, gpu=None, cc=None, python=None, sources=None, platform=None):
     """The host constraints of flags (--driver, --gpu, --cc, --python, --sources, or
-    ENVGEN_SOURCES)."""
+    ENVGEN_SOURCES, --platform)."""
     from .stack import host_from_flags
     return host_from_flags(matrix, driver=driver, gpu=gpu, cc=cc, python=python,
-                           sources=sources or os.environ.get("ENVGEN_SOURCES"))
+                           sources=sources or os.environ.get("ENVGEN_SOURCES"),
+                           platform=platform)
 
 
 def _same_stack(a: Stack, b: Stack) -> bool:

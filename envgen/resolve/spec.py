@@ -23,7 +23,10 @@ from ..core.record import dataclass, field
 from ..matrix import Matrix
 
 OPTIONS = {"python": r"^3\.[0-9]{1,2}$", "variant": r"^(cu[0-9]{3}|cuda[0-9]{2}|cpu)$",
-           "base": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+           "base": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+           "platform": r"^linux/(amd64|arm64)$"}
+# a stack name with its platform's suffix (`pytorch-cpu-arm64`): the stack on linux/arm64
+_ARM64_STACK = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*?-(?:cu[0-9]{3}|cuda[0-9]{2}|cpu))-arm64$")
 # a stack name: a framework and a variant (`pytorch-cu121`, `jax-cuda12`, `tensorflow-cpu`)
 _STACK = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*?)-(cu[0-9]{3}|cuda[0-9]{2}|cpu)$")
 # PEP 508: a name, extras in brackets, then the version clauses (or nothing)
@@ -41,6 +44,7 @@ class Spec:
     variant: str | None = None
     python: str | None = None
     base: str | None = None
+    platform: str | None = None   # linux/amd64 or linux/arm64 (platform=, or a -arm64 name)
     # other frameworks in the same image, each (framework name, specifier): the base a
     # builds_on framework runs on (`lightning,torch==2.7.1`) or another add-on
     # (`transformers,accelerate`)
@@ -64,6 +68,8 @@ class Spec:
             parts.append(f"python={self.python}")
         if self.base:
             parts.append(f"base={self.base}")
+        if self.platform:
+            parts.append(f"platform={self.platform}")
         return " ".join(parts)
 
 
@@ -103,6 +109,10 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
             q.clauses.append(token)
             # as written: the text from its name to this clause, when nothing came between
             q.written = text[q.start:end] if written[-1] is q else f"{q.written},{token}"
+        elif a := _ARM64_STACK.match(token):
+            _option(text, matrix, "platform", "linux/arm64", options)
+            reqs.append(_Req(token, a.group(1), None, [], start))
+            written.append(reqs[-1])
         elif o := _OPTION.match(token):
             _option(text, matrix, o.group(1), o.group(2), options)
             written.append(token)
@@ -117,11 +127,7 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     if not reqs:
         raise InputError(f"spec {shown(text)} names no framework")
     variants: list[str] = []   # every variant the text names, each way it names one
-    read = [_read(text, matrix, q, variants) for q in reqs]
-    names = [name for name, _ in read]
-    if len(set(names)) != len(names):
-        raise InputError(f"spec {shown(text)}: names a framework twice; give its versions "
-                         f"in one clause")
+    read = _merge(text, matrix, reqs, [_read(text, matrix, q, variants) for q in reqs])
     if "variant" in options:
         variants.append(options["variant"])
     if len(set(variants)) > 1:
@@ -130,8 +136,30 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     (name, specifier), *also = read
     return Spec(text=text, framework=name, specifier=specifier,
                 variant=variants[0] if variants else None, python=options.get("python"),
-                base=options.get("base"), also=tuple(also),
+                base=options.get("base"), platform=options.get("platform"), also=tuple(also),
                 written=tuple(w if isinstance(w, str) else w.written for w in written))
+
+
+def _merge(text: str, matrix: Matrix, reqs: list, read: list) -> list:
+    """A framework and its companion named together (`torch==2.1.2,torchvision==0.16.2`)
+    are one requirement of the framework: both ranges hold. Releases neither names in
+    common are refused naming both pins; the same name twice is a usage error."""
+    merged: dict[str, tuple] = {}
+    for q, (name, specifier) in zip(reqs, read):
+        if name not in merged:
+            merged[name] = (q, specifier)
+            continue
+        first, held = merged[name]
+        if canonical(first.name) == canonical(q.name):
+            raise InputError(f"spec {shown(text)}: names a framework twice; give its "
+                             f"versions in one clause")
+        both = held & specifier
+        if not any(both.contains(r.version, prereleases=True)
+                   for r in matrix.releases_of(name)):
+            raise Unsatisfiable(f"spec {shown(text)}: {shown(first.written, 60)} and "
+                                f"{shown(q.written, 60)} pin no {name} release in common")
+        merged[name] = (first, both)
+    return [(name, specifier) for name, (_q, specifier) in merged.items()]
 
 
 def _split(text: str) -> list[tuple[str, int, int]]:
@@ -175,6 +203,8 @@ def _read(text: str, matrix: Matrix, q: _Req, variants: list) -> tuple[str, Spec
                              f"an extra; write {s.group(1)}[{s.group(2)}] or {q.name}")
         fw = matrix.framework(canonical(s.group(1)))
         variants.append(s.group(2))
+    if fw is None and (owner := _owner(matrix, canonical(q.name))):
+        return _companion(text, matrix, owner, canonical(q.name), q)
     if fw is None:
         raise _unknown(text, matrix, q.name)
     known = _variants(matrix, fw)
@@ -302,3 +332,34 @@ def _unknown(text: str, matrix: Matrix, name: str) -> InputError:
     hint = f"; nearest: {', '.join(spans)}" if spans else ""
     return InputError(f"spec {shown(text)}: unknown framework {shown(name, 40)}{hint} "
                       f"(known: {', '.join(known)})")
+
+
+def _owner(matrix: Matrix, name: str):
+    """The framework whose releases pin `name` as a companion (torchvision: pytorch)."""
+    return next((f for f in matrix.frameworks if name in f.companions), None)
+
+
+def _companion(text, matrix: Matrix, fw, name: str, q: _Req) -> tuple[str, SpecifierSet]:
+    """`torchvision==0.16.2`: the releases of the framework that pins that companion, as a
+    range of the framework's own versions (a companion's versions rise with its
+    framework's). Unsatisfiable, with the companion's nearest versions, when none does."""
+    if q.extras:
+        raise InputError(f"spec {shown(text)}: {shown(q.written, 40)}: {name} is installed "
+                         f"with {fw.package}; name the variant on {fw.package}")
+    try:
+        wanted = SpecifierSet(",".join(q.clauses))
+    except InvalidSpecifier:
+        raise _not_a_version(text, matrix, fw, q) from None
+    pinned = {r.version: dict(r.companions).get(name) for r in matrix.releases_of(fw.name)}
+    hits = sorted((v for v, c in pinned.items() if c and wanted.contains(c, True)), key=V)
+    if not hits:
+        versions = sorted({c for c in pinned.values() if c}, key=V)
+        near, label = nearest(versions, [s.version for s in wanted if s.operator != "!="])
+        where = "" if q.written == text else f"spec {shown(text)}: "
+        raise Unsatisfiable(f"{where}no {fw.package} release in the matrix comes with "
+                            f"{q.written} (it pins {name} {versions[0]} to {versions[-1]}); "
+                            f"{label}: {', '.join(near)}",
+                            hints=[f"{name}=={v}" for v in near])
+    between = [v for v in pinned if V(hits[0]) <= V(v) <= V(hits[-1])]
+    clauses = [f">={hits[0]}", f"<={hits[-1]}", *(f"!={v}" for v in between if v not in hits)]
+    return fw.name, SpecifierSet(",".join(clauses))

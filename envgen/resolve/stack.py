@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..core.errors import InputError, Unsatisfiable
 from ..core.model import (
+    DEFAULT_PLATFORM,
+    PLATFORMS,
     BaseImage,
     FrameworkRelease,
     Gpu,
@@ -12,8 +14,10 @@ from ..core.model import (
     Variant,
     WheelSource,
     join_licenses,
+    platform_suffix,
 )
 from ..core.record import dataclass
+from ..core.record import replace as record_replace
 from ..matrix import Matrix
 from . import require_cuda
 from .compat import FORWARD, MINOR, check_cc, check_driver, driver_runs, kernels_for
@@ -31,10 +35,11 @@ class Host:
     cc: str | None = None
     python: str | None = None
     sources: str = "auto"      # auto | pypi | index | a PyPI mirror URL
+    platform: str | None = None   # linux/amd64 | linux/arm64 (None: amd64 unless a GPU says)
 
 
 def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
-                    sources=None) -> Host:
+                    sources=None, platform=None) -> Host:
     """Validate CLI flags into a Host (bad values are InputErrors)."""
     import re
     if driver is not None:
@@ -45,6 +50,10 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
         if g is None:
             raise InputError(f"--gpu {gpu!r} is not a GPU in the matrix (see `envgen matrix "
                              f"show gpus`)")
+    if platform is not None and platform not in PLATFORMS:
+        raise InputError(f"--platform {str(platform)[:40]!r} must be {' or '.join(PLATFORMS)}")
+    if g is not None:
+        platform = platform_for_gpu(g, platform, "--platform")
     if cc is not None:
         check_cc(cc)
     if g and cc and g.cc != cc:
@@ -56,7 +65,62 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
         raise InputError(f"--sources {sources!r} must be auto, pypi, index or an https URL "
                          f"of a PyPI mirror")
     return Host(driver=driver, gpu=g, cc=cc or (g.cc if g else None), python=python,
-                sources=sources)
+                sources=sources, platform=platform)
+
+
+def platform_for_gpu(g: Gpu, platform: str | None, how: str) -> str | None:
+    """The platform a GPU's hosts run: a Jetson module is refused (L4T), a Grace part means
+    linux/arm64 and refuses another asked for with `how` (--platform or platform=)."""
+    if g.gpu_class == "jetson":
+        raise InputError(f"--gpu {g.name} is a Jetson module, which runs NVIDIA's L4T "
+                         f"(JetPack) with its own CUDA, cuDNN and framework builds rather "
+                         f"than the desktop driver and PyPI wheels envgen pins; use NVIDIA's "
+                         f"L4T containers (nvcr.io/nvidia/l4t-jetpack, l4t-pytorch) or "
+                         f"JetPack's wheels for Jetson")
+    if g.platform and platform and platform != g.platform:
+        raise InputError(f"--gpu {g.name} comes only in hosts with NVIDIA's Grace Arm CPU, "
+                         f"which run {g.platform} images ({g.platform_source}), so "
+                         f"{how}{'' if how.endswith('=') else ' '}{platform} would build "
+                         f"an image it cannot run; drop it or ask "
+                         f"for {g.platform}")
+    return platform or g.platform or None
+
+
+def _platform_of(spec: Spec, host: Host) -> str:
+    """The platform a spec resolves for: platform= in the spec, else --platform or the
+    GPU's, else linux/amd64."""
+    if spec.platform and host.platform and spec.platform != host.platform:
+        if host.gpu is not None and host.gpu.platform:
+            platform_for_gpu(host.gpu, spec.platform, "platform=")
+        raise InputError(f"spec {spec.text!r} asks for platform {spec.platform} but "
+                         f"--platform says {host.platform}")
+    if spec.platform and host.gpu is not None:
+        platform_for_gpu(host.gpu, spec.platform, "platform=")
+    return spec.platform or host.platform or DEFAULT_PLATFORM
+
+
+def _platform_wheel(m: Matrix, package: str, version: str, platform: str):
+    return next((w for w in m.platform_wheels if w.package == package
+                 and w.version == version and w.platform == platform), None)
+
+
+def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
+    """(release, variant) as PyPI serves them for a platform other than linux/amd64 (its
+    Pythons, its nvidia-* pins), or a str saying why that variant has no wheel there."""
+    w = _platform_wheel(m, fw.package, r.version, host.platform)
+    if w is None:
+        known = any(x.package == fw.package for x in m.platform_wheels)
+        return (f"PyPI has no {host.platform} wheel of {fw.package} {r.version}" if known
+                else f"the matrix holds no {host.platform} wheels of {fw.package} "
+                     f"(matrices/platforms.yaml)")
+    if w.variant != v.name:
+        return f"PyPI's {host.platform} wheel of {fw.package} {r.version} is its " \
+               f"{w.variant} build, not {v.name} ({w.source})"
+    if host.sources == "index":
+        return f"the per-variant indexes' {host.platform} wheels are not in the matrix; " \
+               f"PyPI's is the {w.variant} build (sources=pypi)"
+    return (record_replace(r, pythons=w.pythons),
+            record_replace(v, packages=w.packages, sources=("pypi",)))
 
 
 @dataclass
@@ -134,6 +198,16 @@ def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package
     return b, why
 
 
+def _platform_base(base: BaseImage, why: str, platform: str) -> tuple[BaseImage | None, str]:
+    """The base made for `platform`: a local Debian base (mmdebstrap --architectures);
+    a registry or framework base is pinned by its amd64 digest."""
+    if base.kind != "local":
+        return None, f"base {base.name} is a registry image pinned for linux/amd64; only " \
+                     f"local Debian bases are made for {platform}"
+    arch = platform.split("/")[-1]
+    return record_replace(base, arch=arch), f"{why}, made for {platform} ({arch})"
+
+
 def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
               base: BaseImage) -> dict:
     fw = m.framework(r.framework)
@@ -158,6 +232,7 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
         for name, _ in spec.also:
             if not m.framework(name).builds_on:   # two frameworks, each with CUDA of its own
                 raise two_frameworks(m, spec, name, lambda s: resolve(m, s, host))
+    host = record_replace(host, platform=_platform_of(spec, host))
     spec = lead_spec(m, spec)
     fw = m.framework(spec.framework)
     if fw.builds_on:
@@ -171,12 +246,21 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
         raise no_release(m, fw, spec)
     rejected: list[tuple[FrameworkRelease, Variant, str]] = []
     found: list[tuple[_Candidate, BaseImage, str | None]] = []
+    # every matching release is built for the CPU alone (TensorFlow before its and-cuda
+    # extra): that build is the one asked for
+    cpu_only = all(v.name == "cpu" for r in releases for v in r.variants)
     for r in releases:
         for v in r.variants:
             if spec.variant and v.name != spec.variant:
                 continue
-            if not spec.variant and v.name == "cpu":
+            if not spec.variant and v.name == "cpu" and not cpu_only:
                 continue
+            if host.platform != DEFAULT_PLATFORM:
+                there = _on_platform(m, fw, r, v, host)
+                if isinstance(there, str):
+                    rejected.append((r, v, there))
+                    continue
+                r, v = there
             src = _sources_for(m, r, v, host.sources)
             if src is None:
                 rejected.append((r, v, f"{r.version} {v.name} is not available from "
@@ -200,6 +284,8 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
                 cand.reasons.append(k.why)
             needs_compat = cuda.short if how == FORWARD else None
             base, base_why = _choose_base(m, spec, r, host, fw.package, needs_compat)
+            if base is not None and host.platform != DEFAULT_PLATFORM:
+                base, base_why = _platform_base(base, base_why, host.platform)
             if base is None:
                 rejected.append((r, v, base_why))
                 continue
@@ -261,8 +347,18 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
                        f"facts: {v.inferred_why}")
     if v.name != "cpu" and host.driver is None:
         reasons.append("no --driver given: the stack was not checked against a host driver")
+    platform = host.platform or DEFAULT_PLATFORM
+    if platform != DEFAULT_PLATFORM:
+        why = f"the GPU {host.gpu.name} comes only in {platform} hosts (Grace)" \
+            if host.gpu is not None and host.gpu.platform else f"{platform} was asked for"
+        reasons.append(f"built for {platform}: {why}")
+        w = _platform_wheel(m, fw.package, r.version, platform)
+        if w is not None:
+            reasons.append(f"PyPI's {platform} wheel of {fw.package} {r.version} is its "
+                           f"{w.variant} build, for Python {', '.join(w.pythons)} ({w.source})")
     return Stack(
-        stack=f"{fw.name}-{v.name}", framework=fw.name, framework_package=fw.package,
+        stack=f"{fw.name}-{v.name}{platform_suffix(platform)}", framework=fw.name,
+        framework_package=fw.package,
         version=r.version, variant=v.name, python=base.python,
         cuda=cuda.short if cuda else None, cuda_release=cuda.version if cuda else None,
         cudnn=cudnn, nccl=nccl, packages=tuple(_packages(m, r, v, cand, base).items()),
@@ -271,7 +367,8 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         driver_toolkit=cuda.toolkit_driver if cuda else None, require_cuda=req,
         compute_capabilities=v.compute_capabilities, ptx=v.ptx,
         forward_compat=how == FORWARD, smoke=fw.smoke, reasons=tuple(reasons),
-        matrix_sha256=m.sha256, companions=fw.companions, licenses=_licenses(r, v))
+        matrix_sha256=m.sha256, companions=fw.companions, licenses=_licenses(r, v),
+        platform=platform)
 
 
 def _licenses(r: FrameworkRelease, v: Variant) -> str:
@@ -288,11 +385,16 @@ def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:
     fw = m.framework(spec.framework)
     if not rejected:
         names = sorted({v.name for r in m.releases_of(fw.name) for v in r.variants})
+        # the matrix may say why those releases have no such build (refused_variants)
+        why = next((dict(r.refused_variants)[spec.variant] for r in m.releases_of(fw.name)
+                    if spec.specifier.contains(r.version, prereleases=True)
+                    and spec.variant in dict(r.refused_variants)), "")
         return Unsatisfiable(f"no {fw.package} release in the matrix has a {spec.variant} "
-                             f"build matching {spec.describe()}",
+                             f"build matching {spec.describe()}" + (f": {why}" if why else ""),
                              hints=[f"{fw.name}-{n}" for n in names][:5])
     r, v, why = rejected[0]
-    hints = _nearest(m, spec, host)
+    from .over import hints_wanted
+    hints = _nearest(m, spec, host) if hints_wanted() else []
     return Unsatisfiable(f"{spec.describe()} cannot be met: {fw.package} {r.version} "
                          f"{v.name}: {why}", hints=hints)
 
@@ -320,6 +422,13 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
     if branch and int(host.driver.split(".")[0]) > int(branch.branch):
         # the GPU's last branch, at its newest release, may still run a CUDA build
         tries.append((spec, dc_replace(host, driver=branch.latest)))
+    if host.platform not in (None, DEFAULT_PLATFORM) and spec.variant:
+        # the platform's wheel of those releases is another variant: the CPU build, or the
+        # newest release whose wheel there is a CUDA build
+        if spec.variant != "cpu":
+            tries.append((dc_replace(spec, variant="cpu"), host))
+        tries.append((dc_replace(spec, variant=None, specifier=type(spec.specifier)("")),
+                      host))
     if host.driver and spec.variant != "cpu":
         # a driver no CUDA build runs on still runs the CPU build (no driver: no recursion)
         tries.append((dc_replace(spec, variant="cpu"), dc_replace(host, driver=None)))
@@ -332,6 +441,8 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
         text = f"{fw.package}=={st.version},variant={st.variant}"
         if s.python or h.python:
             text += f",python={st.python}"
+        if st.platform != DEFAULT_PLATFORM:
+            text += f",platform={st.platform}"
         if h.sources != host.sources:
             text += f" --sources {h.sources}"
         if h.driver and h.driver != host.driver:

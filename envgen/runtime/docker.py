@@ -334,6 +334,31 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
             pass
 
 
+# What an image's bits are, for a container that runs them: its layers (by content) and
+# the parts of its config a run reads. Left out: `created` and the history's times (a
+# rebuild stamps its own clock: the 20.10 daemon's BuildKit and `docker import` do, whatever
+# SOURCE_DATE_EPOCH says), and `Image`, `Hostname`, `ContainerConfig` (the build's own
+# container and parent image ID, which the layers already pin).
+CONTENT_CONFIG = ("User", "Env", "Cmd", "Entrypoint", "WorkingDir", "Labels", "ExposedPorts",
+                  "Volumes", "StopSignal", "Shell", "Healthcheck", "OnBuild", "ArgsEscaped")
+
+
+def content_of(attrs: dict) -> str:
+    """sha256 of an image's content as `docker inspect` shows it: the layers' digests, the
+    platform and the config a container runs with, without any clock. Two builds of the
+    same lock that give the same layers give the same content, though their image IDs
+    differ by the build's time (docs/certificate-store.md)."""
+    import hashlib
+    import json
+    cfg = attrs.get("Config") or {}
+    doc = {"rootfs": list((attrs.get("RootFS") or {}).get("Layers") or []),
+           "architecture": attrs.get("Architecture") or "", "os": attrs.get("Os") or "",
+           "variant": attrs.get("Variant") or "",
+           "config": {k: cfg[k] for k in CONTENT_CONFIG if cfg.get(k) not in (None, "", [], {})}}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Target:
     image_id: str
@@ -343,6 +368,7 @@ class Target:
     user: str
     labels: dict
     repo_digests: tuple[str, ...]
+    content: str = ""   # content_of: what the bits are, whatever the build's clock
 
 
 def inspect_target(c, ref: str) -> Target:
@@ -356,4 +382,4 @@ def inspect_target(c, ref: str) -> Target:
     stack = stack_from_labels(labels, f"image {ref}")
     env = dict(x.split("=", 1) for x in cfg.get("Env") or [] if "=" in x)
     return Target(img.id, tuple(img.tags), stack, env, cfg.get("User") or "", dict(labels),
-                  tuple(img.attrs.get("RepoDigests") or ()))
+                  tuple(img.attrs.get("RepoDigests") or ()), content_of(img.attrs))

@@ -1,0 +1,97 @@
+"""What a reader returns: the team's requirements as written, each with where it is written,
+the indexes the file names, and notes on what was mapped, dropped or could not be read."""
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from ..core.errors import InputError, shown
+from ..core.record import dataclass
+
+# What a target runs (the image's platform), and what "every platform" means when a
+# marker is judged: a marker false on all of these excludes every platform envgen builds for
+# and every one a team would name.
+PLATFORMS = (("linux", "Linux", "x86_64", "posix"), ("linux", "Linux", "aarch64", "posix"),
+             ("win32", "Windows", "AMD64", "nt"), ("darwin", "Darwin", "arm64", "posix"),
+             ("darwin", "Darwin", "x86_64", "posix"))
+PYTHONS = tuple(f"3.{m}" for m in range(7, 16))
+SCHEMES = ("https", "file")
+MAX_LINE = 4000
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One requirement: its line as written (options such as --hash left out), the
+    distribution's canonical name, and where it is written."""
+
+    text: str
+    name: str
+    file: str
+    line: int
+    kind: str = "index"          # index | url | git | path
+    hashes: tuple[str, ...] = ()  # sha256 hex digits the file gives (--hash, a lock)
+    constraint: bool = False     # -c, or a lock's pin of a package no one asked for
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Intake:
+    path: str
+    kind: str
+    requirements: tuple[Wanted, ...]
+    indexes: tuple[str, ...] = ()      # --index-url first when given ("" when not), then extras
+    find_links: tuple[str, ...] = ()
+    python: str | None = None          # a Python the file asks for (conda's python=3.10)
+    variant: str | None = None         # a CUDA variant the file names (an index, cudatoolkit)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def index_url(self) -> str:
+        return self.indexes[0] if self.indexes else ""
+
+    @property
+    def extra_indexes(self) -> tuple[str, ...]:
+        return self.indexes[1:]
+
+
+def bad(message: str, file: str, line: int | None = None) -> InputError:
+    return InputError(message, file=file, line=line)
+
+
+def check_url(url: str, what: str, file: str, line: int, git: bool = False) -> str:
+    """An https or file URL with no option-like value; InputError otherwise."""
+    if not url or url.startswith("-"):
+        raise bad(f"{what} {shown(url)} looks like an option, not a URL", file, line)
+    if any(ord(c) < 33 or c in "\"'`\\<>{}|^" for c in url) or len(url) > 2000:
+        raise bad(f"{what} {shown(url)} holds a character a URL does not", file, line)
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.removeprefix("git+") if git else parts.scheme
+    if scheme not in SCHEMES:
+        raise bad(f"{what} {shown(url)}: the scheme {parts.scheme or '(none)'!r} is not "
+                  f"followed; envgen fetches https and file URLs only (write https://...)",
+                  file, line)
+    if scheme == "https" and not parts.hostname:
+        raise bad(f"{what} {shown(url)} names no host", file, line)
+    return url
+
+
+_GIT_REF = re.compile(r"[A-Za-z0-9._/][A-Za-z0-9._/+-]{0,199}")
+
+
+def git_parts(url: str, file: str, line: int) -> tuple[str, str]:
+    """(repository URL, ref) of `git+https://host/repo.git@REF`; the ref is checked: a value
+    git would read as an option, or no ref at all, is refused."""
+    check_url(url, "the git reference", file, line, git=True)
+    parts = urllib.parse.urlsplit(url.removeprefix("git+"))
+    path, at, ref = parts.path.rpartition("@")
+    if not at:
+        raise bad(f"the git reference {shown(url)} names no commit, tag or branch "
+                  f"(write ...git@v1.2 or @<commit>): envgen pins it to a commit", file, line)
+    if not _GIT_REF.fullmatch(ref) or ref.startswith("-") or ".." in ref:
+        raise bad(f"the git reference {shown(url)}: the ref {shown(ref)} is not a commit, tag "
+                  f"or branch name (none starts with '-')", file, line)
+    repo = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return repo, ref

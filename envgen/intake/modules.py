@@ -1,0 +1,203 @@
+"""The top-level modules a distribution installs, read from its wheel without downloading
+it: HTTP range requests for the zip's central directory and its .dist-info's top_level.txt
+(else RECORD's first path parts), as pip's fast-deps reads METADATA."""
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _Ranged(io.RawIOBase):
+    """A seekable read-only view of a remote file through Range requests."""
+
+    def __init__(self, url: str, size: int | None = None):
+        self.url, self.pos = url, 0
+        self.size = size if size is not None else self._length()
+        self.requests = 0
+
+    def _get(self, start: int, end: int) -> bytes:
+        import urllib.request
+
+        from ..core import fetching
+        self.requests += 1
+        if self.requests > 20:
+            raise OSError("too many range requests")
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={start}-{end}",
+                                                        "User-Agent": "envgen"})
+        with fetching.urlopen(req, timeout=30) as r:
+            if r.status != 206:
+                raise OSError("the server does not answer range requests")
+            return r.read(end - start + 1)
+
+    def _length(self) -> int:
+        import urllib.request
+
+        from ..core import fetching
+        req = urllib.request.Request(self.url, method="HEAD", headers={"User-Agent": "envgen"})
+        with fetching.urlopen(req, timeout=30) as r:
+            return int(r.headers["Content-Length"])
+
+    def seekable(self):
+        return True
+
+    def readable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=0):
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def readinto(self, b):
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        # read ahead: a zip's central directory is read in many small pieces
+        data = self._cached(self.pos, n)
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    _chunk: tuple[int, bytes] = (0, b"")
+
+    def _cached(self, pos: int, n: int) -> bytes:
+        start, data = self._chunk
+        if not (start <= pos and pos + n <= start + len(data)):
+            start = max(0, min(pos, self.size - max(n, 1 << 18)))
+            data = self._get(start, min(self.size, start + max(n, 1 << 18)) - 1)
+            self._chunk = (start, data)
+        return data[pos - start:pos - start + n]
+
+
+def modules_of_wheel(url: str) -> list[str]:
+    with zipfile.ZipFile(io.BufferedReader(_Ranged(url), 1 << 16)) as z:
+        names = z.namelist()
+        top = next((n for n in names if n.endswith(".dist-info/top_level.txt")
+                    and n.count("/") == 1), None)
+        if top:
+            found = z.read(top).decode("utf-8", "replace").split()
+        else:
+            found = []
+            for n in names:
+                head = n.split("/", 1)[0]
+                if head.endswith((".dist-info", ".data")) or "/" not in n and not \
+                        n.endswith(".py"):
+                    continue
+                found.append(head.removesuffix(".py"))
+    return sorted({m for m in (x.split("/")[0] for x in found)
+                   if _MODULE.fullmatch(m) and not m.startswith("_")})
+
+
+def modules(pins, names: set[str], index: str, fetch=None) -> tuple[list[str], list[str]]:
+    """(modules, notes) for the pins whose canonical names are in `names`."""
+    from packaging.utils import canonicalize_name
+
+    from ..resolve.closure import fetch_json
+    fetch = fetch or fetch_json
+    out, notes = set(), []
+    for p in pins:
+        name = canonicalize_name(p.name)
+        if name not in names or not p.file:
+            continue
+        known = _remembered(p)
+        if known is not None:
+            out.update(known)
+            continue
+        try:
+            files = fetch(f"{index}/{name}/").get("files") or []
+            url = next(f["url"] for f in files if f.get("filename") == p.file)
+            found = modules_of_wheel(url) if p.file.endswith(".whl") else \
+                modules_of_sdist(url, p.sha256)
+            if not found:
+                found = [name.replace("-", "_")]
+                notes.append(f"{p.name}: its {p.file} names no top-level module; import "
+                             f"{found[0]} is guessed from its name")
+            _remember(p, found)
+        except (OSError, LookupError, StopIteration, KeyError, zipfile.BadZipFile,
+                ValueError) as e:
+            guess = name.replace("-", "_")
+            found = [guess]
+            notes.append(f"{p.name}: its wheel's file list could not be read ({e}); "
+                         f"import {guess} is guessed from its name")
+        out.update(found)
+    return sorted(out), notes
+
+
+def _cache_file(pin):
+    from ..core import home
+    if not pin.sha256:
+        return None
+    return home.home() / "cache" / "modules" / f"{pin.sha256}.json"
+
+
+def _remembered(pin):
+    """The modules of a wheel read before, by its sha256 (a warm `init --from` asks no
+    server)."""
+    import json
+    path = _cache_file(pin)
+    try:
+        data = json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, list) and all(isinstance(m, str) and _MODULE.fullmatch(m)
+                                      for m in data):
+        return data
+    return None
+
+
+def _remember(pin, found) -> None:
+    from ..core.files import write_json
+    path = _cache_file(pin)
+    if path:
+        try:
+            write_json(path, sorted(found))
+        except OSError:
+            pass
+
+
+MAX_SDIST = 32 * 1024 * 1024
+
+
+def modules_of_sdist(url: str, sha256: str | None) -> list[str]:
+    """An sdist's top-level modules: its egg-info's top_level.txt, else the packages (a
+    folder with __init__.py) and modules at its root or under src/. The sdist is read
+    whole (at most 32 MiB) and checked against its sha256 first."""
+    import hashlib
+    import tarfile
+    import urllib.request
+
+    from ..core import fetching
+    req = urllib.request.Request(url, headers={"User-Agent": "envgen"})
+    with fetching.urlopen(req, timeout=60) as r:
+        data = r.read(MAX_SDIST + 1)
+    if len(data) > MAX_SDIST:
+        raise OSError("the sdist is larger than 32 MiB")
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+        raise OSError("the sdist's sha256 differs from the index's")
+    if url.split("?")[0].endswith(".zip"):
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        read = zipfile.ZipFile(io.BytesIO(data)).read
+    else:
+        tar = tarfile.open(fileobj=io.BytesIO(data))
+        names = tar.getnames()
+
+        def read(n):
+            return tar.extractfile(n).read()
+    top = next((n for n in names if n.endswith(".egg-info/top_level.txt")), None)
+    if top:
+        found = read(top).decode("utf-8", "replace").split()
+    else:
+        found = []
+        for n in names:
+            parts = n.split("/")[1:]   # below the sdist's own folder
+            if parts[:1] == ["src"]:
+                parts = parts[1:]
+            if len(parts) == 2 and parts[1] == "__init__.py" or len(parts) == 1 and \
+                    parts[0].endswith(".py") and parts[0] != "setup.py":
+                found.append(parts[0].removesuffix(".py"))
+    return sorted({m for m in found if _MODULE.fullmatch(m) and not m.startswith("_")})

@@ -1,0 +1,242 @@
+"""pyproject.toml (PEP 621 `dependencies`, `optional-dependencies` chosen with --extra,
+PEP 735 `dependency-groups` chosen with --group, `[tool.uv]` indexes and sources), and
+uv.lock / pylock.toml, whose versions and hashes are kept. Read with tomllib; a value's
+line is found in the text, since TOML parsers keep none."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from ..core.errors import shown
+from .line import parse
+from .model import Intake, Wanted, bad, check_url, git_parts
+from .text import line_of, read
+
+
+def _toml(path: Path, what: str) -> tuple[dict, str]:
+    text = read(path, what)
+    try:
+        import tomllib
+    except ImportError:   # Python 3.10
+        from ..core.errors import EnvironmentMissing
+        raise EnvironmentMissing(f"reading a {what} needs Python 3.11's tomllib") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as e:
+        # tomllib says "(at line N, column M)"
+        msg = str(e)
+        line = int(msg.rsplit("line ", 1)[1].split(",")[0]) if "at line " in msg else None
+        raise bad(f"is not a {what}: not TOML ({msg.split(' (at')[0]})", str(path),
+                  line) from None
+
+
+def _strings(value, what: str, file: str, text: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, (str, dict)) for v in value):
+        raise bad(f"{what} must be a list of requirement strings", file,
+                  line_of(text, what.split(".")[-1].strip("[]'\"")))
+    return value
+
+
+def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
+    data, text = _toml(path, "pyproject.toml")
+    file = str(path)
+    project = data.get("project")
+    notes = []
+    if not isinstance(project, dict):
+        raise bad("has no [project] table (PEP 621): envgen reads the dependencies a "
+                  "project states there (Poetry's own table is not read)", file)
+    if "dependencies" in (project.get("dynamic") or []):
+        raise bad("[project] lists 'dependencies' as dynamic: they are computed by the build "
+                  "backend, which envgen does not run; write them in [project] or give "
+                  "envgen the requirements file they come from", file,
+                  line_of(text, "dynamic"))
+    want: list[tuple[str, int]] = []
+    start = text.find("[project]")
+    for req in _strings(project.get("dependencies", []), "[project] dependencies", file, text):
+        want.append((req, line_of(text, req, max(start, 0))))
+    optional = project.get("optional-dependencies") or {}
+    for e in extras:
+        key = next((k for k in optional if canonicalize_name(k) == canonicalize_name(e)), None)
+        if key is None:
+            raise bad(f"--extra {shown(e)}: [project.optional-dependencies] has "
+                      f"{', '.join(sorted(optional)) or 'none'}", file,
+                      line_of(text, "optional-dependencies"))
+        for req in _strings(optional[key], f"optional-dependencies.{key}", file, text):
+            want.append((req, line_of(text, req, max(text.find("optional-dependencies"), 0))))
+    dgroups = data.get("dependency-groups") or {}
+    for g in groups:
+        for req in _group(dgroups, g, file, text, ()):
+            want.append((req, line_of(text, req, max(text.find("[dependency-groups]"), 0))))
+    sources, indexes = _uv(data, file, text, notes)
+    reqs = []
+    for req, n in want:
+        w = parse(req, file, n)
+        src = sources.get(w.name)
+        if src is not None and " @ " not in w.text:
+            w = parse(f"{w.text.split(';')[0]} @ {src}" + (
+                f"; {w.text.split(';', 1)[1].strip()}" if ";" in w.text else ""), file, n)
+            notes.append(f"{w.where}: {w.name} from [tool.uv.sources]: {src}")
+        reqs.append(w)
+    return Intake(path=file, kind="pyproject.toml", requirements=tuple(reqs),
+                  indexes=indexes, notes=tuple(notes))
+
+
+def _group(groups: dict, name: str, file: str, text: str, seen: tuple) -> list[str]:
+    key = next((k for k in groups if canonicalize_name(k) == canonicalize_name(name)), None)
+    if key is None:
+        raise bad(f"--group {shown(name)}: [dependency-groups] has "
+                  f"{', '.join(sorted(groups)) or 'none'}", file,
+                  line_of(text, "[dependency-groups]"))
+    if key in seen:
+        raise bad(f"dependency group {key} includes itself ({' -> '.join((*seen, key))})",
+                  file, line_of(text, "include-group"))
+    out = []
+    for item in _strings(groups[key], f"dependency-groups.{key}", file, text):
+        if isinstance(item, dict):
+            inc = item.get("include-group")
+            if not isinstance(inc, str) or set(item) != {"include-group"}:
+                raise bad(f"dependency group {key}: {shown(item)} is neither a requirement "
+                          f"nor {{include-group = NAME}}", file, line_of(text, key))
+            out += _group(groups, inc, file, text, (*seen, key))
+        else:
+            out.append(item)
+    return out
+
+
+def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
+    """[tool.uv.sources] as name → URL (git pinned by rev/tag/branch), and [[tool.uv.index]]
+    as (default index, extras...)."""
+    uv = (data.get("tool") or {}).get("uv") or {}
+    sources = {}
+    for name, src in (uv.get("sources") or {}).items():
+        n = line_of(text, f"{name} =", max(text.find("sources"), 0))
+        if isinstance(src, list):
+            raise bad(f"[tool.uv.sources] {name}: a list of sources by marker is not read; "
+                      f"give one", file, n)
+        if not isinstance(src, dict):
+            raise bad(f"[tool.uv.sources] {name} must be a table", file, n)
+        if "git" in src:
+            ref = src.get("rev") or src.get("tag") or src.get("branch")
+            if not isinstance(ref, str):
+                raise bad(f"[tool.uv.sources] {name}: a git source names a rev, tag or "
+                          f"branch (envgen pins it to a commit)", file, n)
+            url = f"git+{str(src['git']).removeprefix('git+')}@{ref}"
+            git_parts(url, file, n)
+            sources[canonicalize_name(name)] = url
+        elif "url" in src:
+            sources[canonicalize_name(name)] = check_url(str(src["url"]), "the URL", file, n)
+        elif "path" in src:
+            p = (Path(file).parent / str(src["path"])).resolve()
+            sources[canonicalize_name(name)] = p.as_uri()
+        elif "index" in src:
+            notes.append(f"{file}:{n}: {name} from index {src['index']!r}")
+        elif src.get("workspace"):
+            raise bad(f"[tool.uv.sources] {name} is a workspace member: build it as part of "
+                      f"the team's code (copy:), not as a dependency", file, n)
+    default, extras = "", []
+    for ix in uv.get("index") or []:
+        if not isinstance(ix, dict) or not isinstance(ix.get("url"), str):
+            raise bad("[[tool.uv.index]] entries need a url", file, line_of(text, "tool.uv.index"))
+        url = check_url(ix["url"], "[[tool.uv.index]] url", file,
+                        line_of(text, ix["url"])).rstrip("/")
+        if ix.get("default"):
+            default = url
+        else:
+            extras.append(url)
+    return sources, ((default, *extras) if default or extras else ())
+
+
+def read_uv_lock(path: Path) -> Intake:
+    """uv.lock: the root project's direct dependencies are the requirements; every package
+    from a registry is kept at its locked version (a constraint) with its hashes."""
+    data, text = _toml(path, "uv.lock")
+    file = str(path)
+    pkgs = data.get("package")
+    if not isinstance(pkgs, list) or "version" not in data:
+        raise bad("is not a uv.lock: it has no version and [[package]] tables", file)
+    reqs, roots, notes = [], [], []
+    indexes: list[str] = []
+    for p in pkgs:
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise bad("a [[package]] has no name", file)
+        name, src = p["name"], p.get("source") or {}
+        n = line_of(text, f'name = "{name}"')
+        if "editable" in src or "virtual" in src:
+            roots.append(p)
+            continue
+        version = p.get("version")
+        if not isinstance(version, str):
+            raise bad(f"package {shown(name)} has no version", file, n)
+        hashes = tuple(h.removeprefix("sha256:") for f in
+                       [p.get("sdist") or {}, *(p.get("wheels") or [])]
+                       if isinstance(f, dict) and isinstance(h := f.get("hash"), str)
+                       and h.startswith("sha256:"))
+        if "registry" in src:
+            reg = str(src["registry"]).rstrip("/")
+            if reg != "https://pypi.org/simple" and reg not in indexes:
+                indexes.append(check_url(reg, "the registry", file, n))
+            reqs.append(parse(f"{name}=={version}", file, n, hashes=hashes, constraint=True))
+        elif "git" in src:
+            url = str(src["git"])
+            commit = url.split("#", 1)[1] if "#" in url else None
+            base = url.split("?")[0].split("#")[0]
+            if not commit:
+                raise bad(f"package {name}: its git source records no commit", file, n)
+            reqs.append(parse(f"{name} @ git+{base.removeprefix('git+')}@{commit}", file, n,
+                              constraint=True))
+        elif "url" in src:
+            reqs.append(parse(f"{name} @ {src['url']}", file, n, hashes=hashes,
+                              constraint=True))
+        else:
+            raise bad(f"package {name}: source {shown(src)} is not one envgen reads", file, n)
+    if not roots:
+        notes.append(f"{file}: no root project (editable or virtual); every locked package "
+                     f"is required")
+        wanted = {w.name for w in reqs}
+    else:
+        wanted = set()
+        for root in roots:
+            for d in root.get("dependencies") or []:
+                if isinstance(d, dict) and isinstance(d.get("name"), str):
+                    wanted.add(canonicalize_name(d["name"]))
+    out = [_direct(w, w.name in wanted) for w in reqs]
+    return Intake(path=file, kind="uv.lock", requirements=tuple(out),
+                  indexes=(("", *indexes) if indexes else ()), notes=tuple(notes))
+
+
+def _direct(w: Wanted, direct: bool) -> Wanted:
+    from ..core import record
+    return record.replace(w, constraint=not direct)
+
+
+def read_pylock(path: Path) -> Intake:
+    """pylock.toml (PEP 751): every package applies where its marker does; versions and
+    hashes kept."""
+    data, text = _toml(path, "pylock.toml")
+    file = str(path)
+    pkgs = data.get("packages")
+    if not isinstance(pkgs, list) or "lock-version" not in data:
+        raise bad("is not a pylock.toml: it has no lock-version and [[packages]]", file)
+    reqs = []
+    for p in pkgs:
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise bad("a [[packages]] entry has no name", file)
+        name = p["name"]
+        n = line_of(text, f'name = "{name}"')
+        marker = p.get("marker")
+        tail = f"; {marker}" if isinstance(marker, str) and marker else ""
+        hashes = tuple(h for f in [p.get("sdist") or {}, *(p.get("wheels") or [])]
+                       if isinstance(f, dict)
+                       and isinstance(h := (f.get("hashes") or {}).get("sha256"), str))
+        if isinstance(p.get("vcs"), dict):
+            v = p["vcs"]
+            commit = v.get("commit-id")
+            if not isinstance(commit, str) or not isinstance(v.get("url"), str):
+                raise bad(f"package {name}: its vcs entry needs url and commit-id", file, n)
+            reqs.append(parse(f"{name} @ git+{v['url']}@{commit}{tail}", file, n))
+        elif isinstance(p.get("version"), str):
+            reqs.append(parse(f"{name}=={p['version']}{tail}", file, n, hashes=hashes))
+        else:
+            raise bad(f"package {name} has no version and no vcs entry envgen reads", file, n)
+    return Intake(path=file, kind="pylock.toml", requirements=tuple(reqs))

@@ -1,0 +1,136 @@
+"""A git reference of a team's requirements (`name @ git+https://host/repo.git@REF`): pinned
+to a commit (a branch or tag resolves once, with `git ls-remote`, and the commit is what
+envgen.yaml records), and packed as an sdist with `git archive` (tar.gz, the same bytes for
+the same commit and git) whose sha256 the closure records. Archives are kept under
+ENVGEN_HOME/archives/COMMIT/. Every value reaches git after `--`, none starts with '-'."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+from ..core.errors import EnvironmentMissing, InputError, shown
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
+REF = re.compile(r"[A-Za-z0-9._/][A-Za-z0-9._/+-]{0,199}")
+TIMEOUT_S = 120
+
+
+def split(url: str) -> tuple[str, str]:
+    """(repository URL, ref) of git+SCHEME://...@REF."""
+    parts = urllib.parse.urlsplit(url.removeprefix("git+"))
+    if parts.scheme not in ("https", "file"):
+        raise InputError(f"git reference {shown(url)}: envgen fetches https and file only")
+    path, at, ref = parts.path.rpartition("@")
+    if not at or not REF.fullmatch(ref) or ".." in ref:
+        raise InputError(f"git reference {shown(url)} names no commit, tag or branch envgen "
+                         f"accepts")
+    repo = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    if repo.startswith("-"):
+        raise InputError(f"git reference {shown(url)} looks like an option")
+    return repo, ref
+
+
+def _git(*argv: str, cwd: str | None = None) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true",
+           "GIT_CONFIG_NOSYSTEM": "1"}
+    try:
+        r = subprocess.run(["git", *argv], capture_output=True, text=True, cwd=cwd, env=env,
+                           timeout=TIMEOUT_S)
+    except FileNotFoundError:
+        raise EnvironmentMissing("git is not installed; envgen needs it for a git "
+                                 "reference (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentMissing(f"git {argv[0]} did not finish in {TIMEOUT_S} s") from None
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise InputError(f"git {argv[0]} failed: {last}")
+    return r.stdout
+
+
+def commit_of(repo: str, ref: str) -> str:
+    """The commit `ref` names in `repo` (itself when it is a full commit id)."""
+    if COMMIT.fullmatch(ref):
+        return ref
+    out = _git("ls-remote", "--", repo, ref, f"refs/tags/{ref}^{{}}")
+    found = {}
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if COMMIT.fullmatch(sha):
+            found[name] = sha
+    for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+        if name in found:
+            return found[name]
+    raise InputError(f"{repo} has no branch or tag {ref!r}; name a commit, tag or branch "
+                     f"it has")
+
+
+def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
+    """(the sdist NAME-VERSION.tar.gz of `commit`, its sha256, its version); the version
+    is read from the commit's pyproject.toml [project] or setup.cfg [metadata], never by
+    running anything."""
+    from ..core import home
+    if not COMMIT.fullmatch(commit):
+        raise InputError(f"{commit!r} is not a commit id")
+    folder = home.home() / "archives" / commit
+    found = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
+    if found:
+        path = found[0]
+        version = path.name[:-len(".tar.gz")].rsplit("-", 1)[1]
+        return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
+    with tempfile.TemporaryDirectory(prefix="envgen-git-") as tmp:
+        _git("clone", "--quiet", "--bare", "--", repo, f"{tmp}/repo.git")
+        version = _version(name, repo, commit, f"{tmp}/repo.git")
+        dist = re.sub(r"[-_.]+", "_", name).lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{dist}-{version}.tar.gz"
+        part = folder / f".{path.name}.part"
+        _git("archive", "--format=tar.gz", f"--prefix={dist}-{version}/", "-o", str(part),
+             commit, cwd=f"{tmp}/repo.git")
+        part.replace(path)
+    return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
+
+
+def _version(name: str, repo: str, commit: str, git_dir: str) -> str:
+    import configparser
+
+    from packaging.version import InvalidVersion, Version
+    try:
+        text = _git("show", f"{commit}:pyproject.toml", cwd=git_dir)
+        import tomllib
+        v = (tomllib.loads(text).get("project") or {}).get("version")
+    except (InputError, ValueError):
+        v = None
+    if not isinstance(v, str):
+        try:
+            cfg = configparser.ConfigParser(interpolation=None)
+            cfg.read_string(_git("show", f"{commit}:setup.cfg", cwd=git_dir))
+            v = cfg.get("metadata", "version", fallback=None)
+        except (InputError, configparser.Error):
+            v = None
+    try:
+        return str(Version(v)) if isinstance(v, str) else _no_version(name, repo, commit)
+    except InvalidVersion:
+        return _no_version(name, repo, commit)
+
+
+def _no_version(name, repo, commit):
+    raise InputError(f"{name} at {repo}@{commit[:12]}: its version is not written in "
+                     f"pyproject.toml [project] or setup.cfg [metadata] (it is computed), so "
+                     f"envgen cannot pin it; tag a release with a static version")
+
+
+def references(requirements) -> list[tuple[str, str, str]]:
+    """(canonical name, repository, commit) of each git reference among requirement lines."""
+    from packaging.requirements import Requirement
+    out = []
+    for text in requirements:
+        req = Requirement(text)
+        if req.url and req.url.startswith("git+"):
+            repo, commit = split(req.url)
+            out.append((re.sub(r"[-_.]+", "-", req.name).lower(), repo, commit))
+    return out

@@ -1,0 +1,97 @@
+"""The fast installer keeps every guarantee of the slow one: each hash-pinned binary layer is
+installed by uv, itself pinned by sha256 and unpacked in a throw-away stage that no layer
+holds; --no-deps and --require-hashes stay; its own cache lives and dies inside the step;
+the bytecode step still follows; a changed byte on the index is still one sentence naming
+the package. Stacks uv cannot serve (a framework base, PyTorch's own index) keep pip."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from envgen.build.buildkit import explain_failure
+from envgen.build.steps import step_name
+from envgen.render import render_texts
+from envgen.render.views import STAMP, UV_HASHES, UV_MOUNT, UV_VERSION
+from envgen.resolve import request
+from envgen.resolve.closure import closure_for
+
+
+def rendered(spec: str) -> dict[str, str]:
+    m = request.load()
+    st = request.resolve(m, spec, request.host(m))
+    return render_texts(st, closure_for(st, resolve=False)[0])
+
+
+def runs(dockerfile: str) -> list[str]:
+    text = dockerfile.replace("\\\n", " ")
+    return [ln[4:] for ln in text.splitlines() if ln.startswith("RUN ")]
+
+
+def test_every_hashed_layer_installs_with_the_pinned_uv_and_keeps_its_guarantees():
+    texts = rendered("pytorch-cu121")
+    df = texts["Dockerfile"]
+    froms = [ln for ln in df.splitlines() if ln.startswith("FROM ")]
+    assert len(froms) == 3 and froms[0].endswith(" AS env")
+    assert froms[1:] == ["FROM env AS uv", "FROM env"]
+    uv_req = texts["install/0-uv/requirements.txt"]
+    assert f"uv=={UV_VERSION}" in uv_req
+    assert re.findall(r"--hash=sha256:([0-9a-f]{64})", uv_req) == list(UV_HASHES)
+    installer = next(r for r in runs(df) if "source=install/0-uv," in r)
+    assert "--require-hashes" in installer and "--no-deps" in installer
+    layers = [r for r in runs(df) if re.search(r"source=install/[1-9]", r)]
+    assert len(layers) == 4
+    for r in layers:
+        assert f"from=uv,source=/opt/uv,target={UV_MOUNT}" in r
+        cmd = r[r.index(f"{UV_MOUNT}/bin/uv pip install"):].split(" && ")[0]
+        opts = shlex.split(cmd)
+        assert {"--no-deps", "--require-hashes", "--only-binary=:all:", "--no-config"} <= set(opts)
+        assert "--link-mode" in opts and opts[opts.index("--link-mode") + 1] == "hardlink"
+        assert opts[opts.index("--cache-dir") + 1] == "$marker.uv", "a cache of the step's own"
+        assert 'rm -rf "$marker.uv"' in r and 'rm -f "$marker"' in r
+        assert r.index("uv pip install") < r.index("compileall") < r.index("-newermt")
+    assert f"-path {UV_MOUNT}" in STAMP, "the read-only mount is never stamped"
+    assert "COPY" not in {ln.split()[0] for ln in df.splitlines() if ln.strip()}
+
+
+def test_stacks_from_pytorchs_index_keep_pip():
+    """PyTorch's per-variant index serves what torch needs, not uv: such a stack installs
+    with pip as before (its golden render, whose closure came from that index)."""
+    golden = Path(__file__).parent / "golden" / "pytorch-cu121--sources-index" / "Dockerfile"
+    df = golden.read_text()
+    assert "--index-url https://download.pytorch.org/" in df or "download.pytorch.org" in (
+        golden.parent / "requirements.txt").read_text()
+    assert "uv pip install" not in df and "FROM env AS uv" not in df
+    assert " install --progress-bar off " in df
+
+
+BUILD_LOG_UV_HASH = """\
+#12 [stage-2 4/7] RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked ...
+#12 3.518 error: Failed to download `torch==2.4.1`
+#12 3.518   cause: Hash mismatch for `torch==2.4.1`
+#12 3.518
+#12 3.518          Expected:
+#12 3.518            sha256:0000000000000000000000000000000000000000000000000000000000000000
+#12 3.518
+#12 3.518          Computed:
+#12 3.518            sha256:5fa9e8b7bbb3ee48de1f4f2e1e5e1d0c19ad5b2e7b4d1f8e3c8c6f6c6b6a6d6e
+#12 ERROR: process "/bin/sh -c set -eu ..." did not complete successfully: exit code: 1
+"""
+
+
+def test_a_changed_byte_under_uv_is_one_sentence_naming_the_package():
+    said = explain_failure(BUILD_LOG_UV_HASH.splitlines())
+    assert said.startswith("torch==2.4.1 on the index does not match the sha256")
+    assert "sha256:0000000000000000…" in said and "sha256:5fa9e8b7bbb3ee48…" in said
+
+
+def test_uvs_dns_failure_is_the_network_sentence():
+    said = explain_failure(["#9 2.1 error: Request failed after 3 retries",
+                            "#9 2.1   Caused by: dns error: failed to lookup address information"])
+    assert said and said.startswith("pip inside the build could not reach the package index")
+
+
+def test_the_installer_stage_has_a_name_in_progress():
+    assert step_name("RUN --mount=type=secret,id=ca,target=/root/.cache/pip/ca.pem "
+                     "--mount=type=bind,source=install/0-uv,target=/opt/envgen/req set -eu"
+                     ) == "installer (uv)"

@@ -1,0 +1,83 @@
+"""doctor leads with what can be done here: what this host's store certified here and at
+which level (a pytorch-cu121 certified at level cpu right after `make demo` is not a bare
+`no ... no NVIDIA GPU`), a project's image under its project name, and `--image`'s verdict
+on the first line, not under the stack rows."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from certificates import made
+from test_doctor import DOCKER_OK, H200_580, RTX4090_535
+
+from envgen import doctor as dr
+from envgen.cli import main
+from envgen.matrix import load_matrix
+from envgen.runtime import host
+from envgen.runtime.host import HostGpus
+
+NO_GPU = HostGpus(None, (), "nvidia-smi not found: no NVIDIA driver on this host")
+CPU_CERT = made(image_id="sha256:" + "94" * 32, stack={"stack": "pytorch-cu121"}, gpus=[],
+                created="2026-12-03T10:00:00Z", tags=["envgen/pytorch-cu121:2.4.1"])
+
+
+@pytest.fixture(scope="module")
+def m():
+    return load_matrix()
+
+
+@pytest.fixture
+def store(monkeypatch, tmp_path):
+    from envgen.certs import store as certs
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(dr, "docker_facts", lambda: DOCKER_OK)
+    return certs
+
+
+def test_a_stack_certified_at_level_cpu_here_says_so_on_a_host_without_a_gpu(m, store,
+                                                                             monkeypatch,
+                                                                             capsys):
+    store.save(CPU_CERT)
+    monkeypatch.setattr(host, "detect", lambda: NO_GPU)
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["doctor"]) == 3
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("here:") and "1 stack(s) certified here (pytorch-cu121 at level " \
+                                         "cpu)" in first
+    row = next(ln for ln in out.splitlines() if ln.startswith("pytorch-cu121 "))
+    assert "level cpu, 2026-12-03" in row and "no NVIDIA GPU" in row
+    assert len(out.splitlines()) < 40     # 55 stacks that cannot run: grouped, not 55 rows
+    assert main(["doctor", "--json"]) == 3
+    r = json.loads(capsys.readouterr().out)
+    assert r["stacks"]["pytorch-cu121"]["certified"]["level"] == "cpu"
+    assert r["certified"] == ["pytorch-cu121"] and r["summary"].startswith("1 stack(s)")
+
+
+def test_a_gpu_certificate_speaks_for_a_host_of_its_gpu_and_branch_only(m):
+    cert = made(image_id="sha256:" + "ab" * 32, stack={"stack": "pytorch-cu128"},
+                created="2026-12-03T10:00:00Z")          # the H200 on 580.159.04
+    h200 = dr.certified_here(m, [cert], host.parse_query(H200_580))
+    assert h200["pytorch-cu128"]["level"] == "cuda"
+    assert "H200" in h200["pytorch-cu128"]["where"]
+    assert dr.certified_here(m, [cert], host.parse_query(RTX4090_535)) == {}
+    assert dr.certified_here(m, [made(stack={"stack": "pytorch-cu128"}, passed=False)],
+                             host.parse_query(H200_580)) == {}
+
+
+def test_a_projects_certificate_is_shown_under_its_project_name(m):
+    st = {"stack": "pytorch-cu121", "project": {"name": "trainer"}}
+    cert = made(image_id="sha256:" + "cd" * 32, stack=st, gpus=[])
+    r = dr.examine(m, NO_GPU, DOCKER_OK, certified=dr.certified_here(m, [cert], NO_GPU))
+    assert r["stacks"]["trainer.pytorch-cu121"]["certified"]["level"] == "cpu"
+    assert r["stacks"]["pytorch-cu121"]["certified"] is None
+
+
+def test_doctor_image_leads_with_its_verdict(m, store, monkeypatch, capsys):
+    store.save(CPU_CERT)
+    monkeypatch.setattr(host, "detect", lambda: host.parse_query(H200_580))
+    assert main(["doctor", "--image", "envgen/pytorch-cu121:2.4.1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("image:   envgen/pytorch-cu121:2.4.1 (949494949494)") and \
+        lines[0].endswith("passed")
+    assert lines[2].startswith("here:")

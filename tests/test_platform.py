@@ -1,0 +1,251 @@
+"""linux/arm64 as a platform of a stack (issue 29): the Stack's platform in its JSON form
+(absent for linux/amd64, so old labels, locks and certificates read as amd64), the spec key,
+--platform and the -arm64 name, the Grace GPUs that imply it, Jetson refused, a variant with
+no aarch64 wheel refused with the nearest that has one, the bundled aarch64 closure (every
+file aarch64 or pure, each hashed), the rendered base recipe and build for arm64, and the
+certificate saying the run was emulated."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+
+from envgen.core import record
+from envgen.core.errors import InputError, Unsatisfiable
+from envgen.matrix import load_matrix
+from envgen.matrix.wire import stack_problems
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import host_from_flags, resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def m():
+    return load_matrix()
+
+
+def res(m, spec, **host):
+    return resolve(m, parse_spec(spec, m), host_from_flags(m, **host))
+
+
+@pytest.fixture(scope="module")
+def arm(m):
+    return res(m, "pytorch-cpu-arm64")
+
+
+def test_an_arm64_cpu_stack_installs_pypis_aarch64_cpu_wheel_on_an_arm64_base(arm):
+    assert arm.stack == "pytorch-cpu-arm64" and arm.platform == "linux/arm64"
+    assert dict(arm.packages)["torch"] == "2.10.0"   # the newest whose aarch64 wheel is CPU
+    assert arm.wheel_source == "pypi" and arm.index_url is None
+    assert arm.base.arch == "arm64" and arm.base.platform == "manylinux_2_36_aarch64"
+    assert "arm64" in arm.base.local_tag
+    assert any("pypi:torch/torch-2.10.0-" in r and "aarch64" in r for r in arm.reasons)
+
+
+def test_the_platform_spec_key_and_flag_name_the_same_stack(m, arm):
+    same = arm.replace(reasons=())   # the reasons echo the spec as written
+    assert res(m, "pytorch-cpu,platform=linux/arm64").replace(reasons=()) == same
+    assert res(m, "pytorch-cpu", platform="linux/arm64").replace(reasons=()) == same
+
+
+def test_amd64_stacks_keep_their_names_tags_and_json(m):
+    st = res(m, "pytorch-cu121")
+    assert st.platform == "linux/amd64" and st.stack == "pytorch-cu121"
+    data = st.to_json()
+    assert "platform" not in data and "arch" not in data["base"]
+    assert st.base.local_tag == m.base(st.base.name).local_tag
+
+
+def test_old_json_without_platform_reads_as_amd64_and_arm64_round_trips(m, arm):
+    from envgen.core.model import Stack
+    old = res(m, "pytorch-cu121").to_json()
+    assert Stack.from_json(old).platform == "linux/amd64"
+    data = json.loads(json.dumps(arm.to_json()))
+    assert data["platform"] == "linux/arm64" and data["base"]["arch"] == "arm64"
+    assert stack_problems(data) == []
+    assert Stack.from_json(data) == arm.replace(base=Stack.from_json(data).base)
+    assert Stack.from_json(data).base.local_tag == arm.base.local_tag
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda d: d.update(platform="linux/s390x"), "stack.platform must be"),
+    (lambda d: d.update(platform="linux/arm64; rm -rf /"), "stack.platform must be"),
+    (lambda d: d["base"].pop("arch"), "stack.base.arch and stack.platform disagree"),
+    (lambda d: d["base"].update(arch="riscv64"), "stack.base.arch must be arm64")])
+def test_a_label_or_lock_with_a_bad_platform_is_refused(arm, change, problem):
+    data = json.loads(json.dumps(arm.to_json()))
+    change(data)
+    assert any(p.startswith(problem) for p in stack_problems(data)), stack_problems(data)
+
+
+@pytest.mark.parametrize("gpu", ["GH200", "GB200", "GB300", "GB10"])
+def test_a_grace_gpu_means_linux_arm64(m, gpu):
+    g = m.gpu(gpu)
+    assert g.platform == "linux/arm64" and g.platform_source.startswith("https://www.nvidia")
+    st = res(m, "torch", gpu=gpu, driver="580.95.05")
+    assert st.platform == "linux/arm64" and st.stack.endswith("-arm64")
+    assert st.variant != "cpu" and any("Grace" in r for r in st.reasons)
+
+
+def test_a_grace_gpu_asked_for_amd64_is_refused_in_one_sentence(m):
+    with pytest.raises(InputError) as e:
+        res(m, "torch", gpu="GH200", platform="linux/amd64")
+    assert "Grace" in e.value.message and "linux/arm64" in e.value.message
+    with pytest.raises(InputError) as e:
+        res(m, "torch,platform=linux/amd64", gpu="GB200")
+    assert "platform=linux/amd64" in e.value.message and "\n" not in e.value.message
+
+
+@pytest.mark.parametrize("gpu", ["Jetson AGX Orin", "Jetson T5000", "Jetson Thor",
+                                 "Jetson T4000"])
+def test_jetson_is_refused_naming_l4t(m, gpu):
+    with pytest.raises(InputError) as e:
+        res(m, "torch", gpu=gpu)
+    assert "L4T" in e.value.message and "JetPack" in e.value.message
+
+
+def test_a_variant_without_an_aarch64_wheel_is_refused_with_the_nearest_that_has_one(m):
+    with pytest.raises(Unsatisfiable) as e:
+        res(m, "torch==2.10.0,variant=cu128,platform=linux/arm64")
+    assert "is its cpu build, not cu128" in e.value.message
+    assert "torch==2.10.0,variant=cpu,platform=linux/arm64" in e.value.hints
+    assert any("variant=cu13" in h for h in e.value.hints)
+    with pytest.raises(Unsatisfiable) as e:
+        res(m, "torch==2.11.0,variant=cpu", platform="linux/arm64")
+    assert e.value.hints[0] == "torch==2.11.0,variant=cu130,platform=linux/arm64"
+
+
+def test_a_framework_with_no_aarch64_facts_is_refused(m):
+    with pytest.raises(Unsatisfiable) as e:
+        res(m, "tensorflow-cpu-arm64")
+    assert "platforms.yaml" in e.value.message
+
+
+def test_an_unknown_platform_is_bad_input(m):
+    with pytest.raises(InputError):
+        res(m, "torch", platform="linux/s390x")
+    with pytest.raises(InputError):
+        parse_spec("torch,platform=windows/arm64", m)
+
+
+def test_a_framework_over_torch_follows_its_base_platform(m):
+    st = res(m, "lightning-cpu-arm64")
+    assert st.stack == "lightning-cpu-arm64" and st.platform == "linux/arm64"
+    assert st.base_stack().stack == "pytorch-cpu-arm64"
+
+
+def test_the_bundled_arm64_closure_is_every_file_aarch64_or_pure_and_hashed(m, arm):
+    from envgen.resolve.closure import find, inputs_for, key_of
+    path = ROOT / "matrices" / "closures" / "pytorch-cpu-arm64.json"
+    data = json.loads(path.read_text())
+    assert data["key"] == key_of(inputs_for(arm, resolve=False))   # what build would use
+    assert data["inputs"]["platform"] == "manylinux_2_36_aarch64"
+    assert find(arm) is not None
+    for p in data["packages"]:
+        assert p["hashes"] and p["hashes"][0].startswith("sha256:"), p["name"]
+        _, _, _, tags = parse_wheel_filename(p["file"])
+        plats = {t.platform for t in tags}
+        assert plats == {"any"} or all(x.endswith("_aarch64") for x in plats), p["file"]
+    assert {"torch", "numpy"} <= {p["name"] for p in data["packages"]}
+
+
+def test_uv_and_the_hash_pinner_are_asked_for_aarch64(arm):
+    from envgen.resolve.closure import _uv_platform, platform_tags
+    assert _uv_platform("manylinux_2_36_aarch64") == "aarch64-manylinux_2_36"
+    assert _uv_platform("manylinux_2_41_x86_64") == "x86_64-manylinux_2_40"
+    tags = platform_tags("3.11", "manylinux_2_36_aarch64")
+    assert tags[0] == "cp311-cp311-manylinux_2_36_aarch64"
+    assert not any("x86_64" in t for t in tags)
+    assert platform_tags("3.11")[0] == "cp311-cp311-manylinux_2_36_x86_64"
+
+
+def test_the_rendered_arm64_context_makes_an_arm64_base_and_names_it(arm):
+    from envgen.render.views import render_base_script, render_texts
+    from envgen.resolve.closure import closure_for
+    script = render_base_script(arm.base)
+    assert "--architectures=arm64" in script and "build --quiet --platform linux/arm64" in script
+    assert '"$DOCKER" import' not in script   # dockerd 20.10's import records its own arch
+    plain = render_base_script(record.replace(arm.base, arch=""))
+    assert '"$DOCKER" import' in plain and "--platform" not in plain
+    texts = render_texts(arm, closure_for(arm, resolve=False)[0])
+    assert f"FROM {arm.base.local_tag}" in texts["Dockerfile"]
+    assert '\\"platform\\":\\"linux/arm64\\"' in texts["Dockerfile"]
+
+
+def test_buildkit_is_asked_for_the_stacks_platform(tmp_path, monkeypatch, arm):
+    from envgen.build import buildkit
+    seen = {}
+
+    class Cli:
+        argv, env, describe = ["false"], (), "fake"
+
+    def fake_popen(argv, **_kw):
+        seen["argv"] = argv
+        raise OSError("stop here")
+    monkeypatch.setattr(buildkit.subprocess, "Popen", fake_popen)
+    with pytest.raises(Exception):
+        buildkit._run_buildkit(Cli(), tmp_path, tmp_path / "log", lambda _m: None, False,
+                               tmp_path / "iid", {}, arm.platform)
+    i = seen["argv"].index("--platform")
+    assert seen["argv"][i + 1] == "linux/arm64"
+    with pytest.raises(Exception):
+        buildkit._run_buildkit(Cli(), tmp_path, tmp_path / "log", lambda _m: None, False,
+                               tmp_path / "iid", {})
+    assert "--platform" not in seen["argv"]
+
+
+def test_a_certificate_says_when_the_run_was_emulated(arm):
+    from envgen.certs.certificate import emulation
+    assert emulation(arm.to_json(), "x86_64") == {
+        "platform": "linux/arm64", "host_machine": "x86_64", "emulated": True}
+    assert emulation(arm.to_json(), "aarch64")["emulated"] is False
+    assert emulation({"stack": "pytorch-cu121"}, "x86_64") == {}   # amd64 keeps its form
+
+
+def test_doctor_reads_the_hosts_machine_and_its_binfmt_handlers(tmp_path):
+    from envgen.doctor import platform_facts
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/bin/qemu\n")
+    assert platform_facts("x86_64", str(tmp_path)) == {
+        "machine": "x86_64", "native": "linux/amd64", "emulated": ["linux/arm64"]}
+    (tmp_path / "qemu-aarch64").write_text("disabled\n")
+    assert platform_facts("x86_64", str(tmp_path))["emulated"] == []
+    assert platform_facts("aarch64", str(tmp_path / "none"))["native"] == "linux/arm64"
+    assert platform_facts("riscv64", str(tmp_path))["native"] is None
+
+
+ARM_2_10 = ("Requires-Dist: filelock\nRequires-Dist: nvidia-cudnn-cu12==9.10.2.21; "
+            'platform_system == "Linux" and platform_machine == "x86_64"\n')
+ARM_2_11 = """Requires-Dist: nvidia-cudnn-cu13==9.19.0.56; platform_system == "Linux"
+Requires-Dist: nvidia-nccl-cu13==2.28.9; platform_system == "Linux"
+"""
+
+
+def test_the_reader_tells_a_cuda_aarch64_wheel_from_a_cpu_one_by_its_markers():
+    from envgen.refresh.platforms import cuda_pins, variant_of
+    row = {"variants": [{"name": "cu130", "cuda": "13.0.0", "cudnn": "9.19.0.56"},
+                        {"name": "cpu", "cuda": None}]}
+    assert cuda_pins(ARM_2_10) == {} and variant_of(row, {}, "x") == "cpu"
+    pins = cuda_pins(ARM_2_11)
+    assert pins == {"nvidia-cudnn-cu13": "9.19.0.56", "nvidia-nccl-cu13": "2.28.9"}
+    assert variant_of(row, pins, "torch 2.11.0") == "cu130"
+
+
+def test_platforms_yaml_states_torchs_aarch64_wheels_with_sources(m):
+    rows = {w.version: w for w in m.platform_wheels if w.package == "torch"}
+    assert rows["2.10.0"].variant == "cpu" and rows["2.11.0"].variant == "cu130"
+    assert all(w.source.startswith("pypi:torch/") and "aarch64" in w.source
+               for w in rows.values())
+    assert {p.name for p in m.platforms} == {"linux/amd64", "linux/arm64"}
+
+
+def test_cli_refuses_grace_on_amd64_with_exit_2_and_one_line():
+    r = subprocess.run([sys.executable, "-m", "envgen", "resolve", "torch", "--gpu", "GH200",
+                        "--platform", "linux/amd64"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "Grace" in r.stderr

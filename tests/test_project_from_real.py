@@ -1,0 +1,73 @@
+"""init --from for real: small public-style projects of tests/projects/, each from its file
+to an image over pytorch-cu121 (the `built` fixture's layers, built once) certified at level
+cpu with the import check init --from wrote."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from services import ROOT, docker, remove_own_image
+
+pytestmark = pytest.mark.docker
+PROJECTS = ROOT / "tests" / "projects"
+
+
+def envgen(*argv, cwd, home):
+    return subprocess.run([sys.executable, "-m", "envgen", *argv], capture_output=True,
+                          text=True, cwd=cwd, timeout=1800,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "ENVGEN_HOME": home})
+
+
+@pytest.mark.parametrize("project,argv,imports", [
+    ("torch-requirements", ["requirements.txt"], {"einops", "tqdm", "typing_extensions"}),
+    ("torch-conda", ["environment.yml"], {"einops"}),
+    # crcmod 1.7 is an sdist with a C extension: built in the builder stage
+    ("torch-crc-pyproject", ["pyproject.toml", "--extra", "train"], {"crcmod", "einops"}),
+    # a git reference to a local repository made here, pinned to its tag's commit
+    ("git-dep", ["requirements.txt"], {"envgen_tinylib"}),
+])
+def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_before,
+                                               project, argv, imports):
+    folder = tmp_path / project
+    shutil.copytree(PROJECTS / project, folder)
+    if project == "git-dep":
+        repo = tmp_path / "tinylib"
+        shutil.copytree(PROJECTS / project / "tinylib-src", repo)
+        git = ["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=t"]
+        subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", "v0.3.1"], check=True)
+        subprocess.run([*git, "tag", "v0.3.1"], check=True)
+        (folder / "requirements.txt").write_text(
+            (folder / "requirements.in").read_text().replace("REPO", repo.as_uri()))
+    r = envgen("init", "--from", *argv, "--name", project, "--json", cwd=folder, home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stack"] == "pytorch-cu121"
+    assert imports <= set(out["smoke"][2].removeprefix("import ").split(", "))
+    b = envgen("build", "--certify", "--json", cwd=folder, home=home)
+    assert b.returncode == 0, b.stdout[-1500:] + b.stderr[-1500:]
+    got = json.loads(b.stdout)
+    try:
+        assert got["certificate"]["passed"], got
+        cert = json.loads(open(got["certificate"]["path"]).read())
+        smoke = [c for c in cert["report"]["checks"] if c["name"] == "project smoke"]
+        assert smoke and smoke[0]["passed"]
+        # the plain image's lower layers are shared
+        assert got["layers"][:3] == built["layers"][:3]
+        if project == "git-dep":   # the commit is what envgen.yaml and the closure hold
+            head = subprocess.run(["git", "-C", str(tmp_path / "tinylib"), "rev-parse", "HEAD"],
+                                  capture_output=True, text=True).stdout.strip()
+            assert f"@{head}" in (folder / "envgen.yaml").read_text()
+        if project == "torch-crc-pyproject":   # the compiled extension, and no compiler
+            inside = docker("run", "--rm", "--network", "none", got["image_id"], "sh", "-c",
+                            "python -c 'import crcmod._crcfunext as m; print(m.__file__)';"
+                            " command -v gcc || echo no-gcc")
+            assert "_crcfunext" in inside.stdout and ".so" in inside.stdout, inside
+            assert "no-gcc" in inside.stdout
+    finally:
+        remove_own_image(got["image_id"], images_before)
