@@ -46,7 +46,7 @@ def check_certify_inputs(options: CertifyOptions):
     """Everything a certification needs that can be refused before any work: the GPUs
     asked for, the GPUs this host has, and a certificate store that takes a write. This
     host's GPUs, read once for the whole run."""
-    from .certify.docker import gpu_indices
+    from .certify.run import gpu_indices
     check_gpus(options.gpus)
     hg = host.detect()
     gpu_indices(options.gpus, hg)
@@ -74,8 +74,9 @@ def store(cert: dict) -> dict:
 def certify_and_store(client, ref: str, matrix, hg, options: CertifyOptions,
                       tags: tuple[str, ...] = (), progress=_quiet) -> dict:
     """Certify the image `ref` on this daemon and keep its certificate."""
-    from .certify.docker import certify
-    cert = certify(client, ref, hg, gpus=options.gpus, access=options.access,
+    from .certify.run import certify
+    from .runtime.engine import DockerEngine
+    cert = certify(DockerEngine(client), ref, hg, gpus=options.gpus, access=options.access,
                    timeout=options.timeout, steps=options.steps,
                    multi_gpu=options.multi_gpu, matrix=matrix, tags=tags,
                    progress=once_per_daemon(progress, client), measure=options.measure)

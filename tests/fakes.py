@@ -185,3 +185,73 @@ class FakeDocker:
 
     def info(self):
         return self._info
+
+
+class FakeSandbox:
+    """A certification's runs on FakeEngine: each answers `report` (exit `exit_code`) and is
+    recorded with its argv; what a certificate records of it is `record`."""
+    gpu_access, profile, content, ended = "fake", "fake", None, "fake run ended"
+
+    def __init__(self, engine):
+        self.engine, self.entered, self.left = engine, False, False
+
+    def __enter__(self):
+        self.entered = True
+        return self
+
+    def __exit__(self, *exc):
+        self.left = True
+        return False
+
+    def payload_path(self, smoke):
+        return f"/fake/{smoke}_smoke.py"
+
+    def run(self, argv, timeout, on_stderr_line=None, payload=None):
+        self.engine.runs.append(list(argv))
+        if self.engine.hang:
+            raise TimeoutError("past its limit")
+        out = json.dumps(self.engine.report) + "\n" if self.engine.report else ""
+        return self.engine.exit_code, out, "fake: no report\n"
+
+    def payload_record(self, path):
+        return {"path": path, "sha256": "0" * 64}
+
+    def no_report(self, code, stderr):
+        return f"the fake payload exited {code} without a report"
+
+    def notes(self):
+        return ["a fake note"]
+
+    def record(self):
+        return {"fake": {"runs": len(self.engine.runs)}}
+
+
+class FakeEngine:
+    """An engine that is neither Docker nor Apptainer, behind the Engine protocol
+    (runtime/engine.py): `target` is what every reference names, `report` what every run
+    prints. `certifies` as Docker's unless given."""
+    name = "fake"
+
+    def __init__(self, target, report, exit_code=0, hang=False,
+                 certifies=("preflight", "project smoke", "measure")):
+        self.target, self.report, self.exit_code, self.hang = target, report, exit_code, hang
+        self.certifies, self.runs, self.sandboxes = frozenset(certifies), [], []
+
+    def inspect(self, ref):
+        return self.target
+
+    def run(self, image, argv, timeout, *, profile=None, on_stderr_line=None, **options):
+        return FakeSandbox(self).run(argv, timeout)
+
+    def tag(self, image_id, tag):
+        raise NotImplementedError
+
+    def remove(self, ref):
+        raise NotImplementedError
+
+    def host(self):
+        return {"fake": "1.0", "docker": None, "runtime": "fake", "kernel": "6.1"}
+
+    def sandbox(self, ref, target, gpus, access, payload=()):
+        self.sandboxes.append(FakeSandbox(self))
+        return self.sandboxes[-1]

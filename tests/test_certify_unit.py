@@ -1,5 +1,7 @@
-"""Certification logic with the Docker daemon and the GPU faked. The real paths run in
-test_docker_real.py (CPU, CI) and bench/gpu/run.sh (GPU, recorded in docs/certification.md)."""
+"""Certification logic (certify/run.py) on the Docker engine, with the daemon and the GPU
+faked. The real paths run in test_docker_real.py (CPU, CI) and bench/gpu/run.sh (GPU,
+recorded in docs/certification.md); the same function over Apptainer and a fake engine in
+test_certify_engines.py."""
 from __future__ import annotations
 
 import json
@@ -8,12 +10,13 @@ import fakes
 import pytest
 from fakes import FakeContainer  # noqa: F401  (test_run_profile takes it from here)
 
-from envgen.certify.docker import certify
+from envgen.certify import run
 from envgen.core.errors import CheckFailed, EnvironmentMissing, InputError
 from envgen.matrix import load_matrix
 from envgen.resolve.spec import parse_spec
 from envgen.resolve.stack import Host, resolve
 from envgen.runtime import gpu_access
+from envgen.runtime.engine import DockerEngine
 from envgen.runtime.host import HostGpus, parse_query
 
 H200_SMI = "0, NVIDIA H200, GPU-1, 9.0, 143771, 0, 0, 580.159.04\n" \
@@ -24,6 +27,11 @@ OLD_SMI = "0, NVIDIA GeForce RTX 4090, GPU-1, 8.9, 24564, 0, 0, 535.104.05\n"
 @pytest.fixture(scope="module")
 def matrix():
     return load_matrix()
+
+
+def certify(client, ref, host, **kw):
+    """The one certification function on the Docker engine of daemon `client`."""
+    return run.certify(DockerEngine(client), ref, host, **kw)
 
 
 def _stack(matrix, text):

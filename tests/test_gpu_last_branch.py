@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from envgen import doctor as dr
-from envgen.certify.docker import preflight
+from envgen.certify.run import preflight
 from envgen.core.errors import CheckFailed, MatrixError, Unsatisfiable
 from envgen.diff import driver_diff
 from envgen.matrix import load_matrix

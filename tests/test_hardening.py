@@ -261,9 +261,9 @@ def test_an_unwritable_store_is_found_before_the_run(monkeypatch, tmp_path):
 
 def test_a_certificate_that_cannot_be_saved_is_printed(monkeypatch, capsys):
     from envgen import job
-    from envgen.certify import docker as certify_docker
+    from envgen.certify import run as certify_run
     cert = _cert()
-    monkeypatch.setattr(certify_docker, "certify", lambda *a, **k: dict(cert))
+    monkeypatch.setattr(certify_run, "certify", lambda *a, **k: dict(cert))
 
     def full(_c):
         raise OSError(28, "No space left on device")

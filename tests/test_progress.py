@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from envgen.build.steps import Steps, step_name
-from envgen.certify.docker import check_lines
+from envgen.certify.run import check_lines
 from envgen.cli import main
 from envgen.core import progress
 

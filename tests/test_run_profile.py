@@ -57,10 +57,9 @@ def test_the_profile_records_what_a_certificate_keeps():
 
 
 def test_certification_starts_the_payload_with_the_ulimits_and_records_the_profile(matrix):
-    from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report
+    from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report, certify
     from test_certify_unit import _stack as st
 
-    from envgen.certify.docker import certify
     from envgen.runtime.host import HostGpus
     s = st(matrix, "pytorch-cu121")
     c = FakeClient(FakeImage(s, {"NVIDIA_REQUIRE_CUDA": s.require_cuda}),

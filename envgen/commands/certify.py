@@ -25,9 +25,10 @@ def is_sif(target: str | None) -> bool:
 
 
 def run_sif(args, hg) -> int:
-    from ..certify.apptainer import certify_sif
-    cert = certify_sif(args.target, hg, gpus=args.gpus, timeout=args.timeout,
-                       steps=args.steps, progress=progress_for(args))
+    from ..certify.run import certify
+    from ..runtime.engine import ApptainerEngine
+    cert = certify(ApptainerEngine(), args.target, hg, gpus=args.gpus, timeout=args.timeout,
+                   steps=args.steps, progress=progress_for(args))
     return report(args, job.store(cert), args.target)
 
 

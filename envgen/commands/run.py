@@ -6,7 +6,7 @@ import re
 import shutil
 import sys
 
-from ..certify.docker import gpu_indices, preflight
+from ..certify.run import gpu_indices, preflight
 from ..core.errors import EnvironmentMissing, InputError
 from ..runtime import docker as engine
 from ..runtime import gpu_access, host

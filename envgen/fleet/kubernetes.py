@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ..certify.docker import payload_command
+from ..certify.run import payload_command
 from ..certs import certificate
 from ..certs.certificate import profile_of
 from ..runtime.profile import NCCL_ENV, SHM_SIZE

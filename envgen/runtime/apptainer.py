@@ -136,3 +136,38 @@ def labels(sif: Path, timeout: float = 120) -> dict:
     except (ValueError, KeyError, TypeError):
         raise InputError(f"{sif}: apptainer inspect printed no labels") from None
     return found if isinstance(found, dict) else {}
+
+
+BOUND_PAYLOAD = "/opt/envgen-payload"   # where a certification binds the payload, read-only
+
+
+def exec_options(nv: bool, as_root: bool, gpus: list[int] | None) -> tuple[list[str], dict]:
+    """`apptainer exec`'s options for a certification run, and what they isolate."""
+    from ..core.image import UID
+    from .profile import NCCL_ENV
+    opts = ["--containall", "--cleanenv", "--no-home", "--no-privs", "--net",
+            "--network", "none", "--pwd", "/tmp"]
+    if as_root:   # root would run the payload as root: run it as the image's user instead
+        opts += ["--security", f"uid:{UID},gid:{UID}"]
+    env = dict(NCCL_ENV)
+    if nv:
+        opts.append("--nv")
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus or ())
+    for key, value in sorted(env.items()):
+        opts += ["--env", f"{key}={value}"]
+    isolation = {
+        "runtime": "apptainer",
+        "options": list(opts),
+        "network": "a network namespace of its own with loopback only (--net --network none)",
+        "filesystem": "the SIF read-only; /tmp and /dev/shm private to the run (--containall);"
+                      " no home folder, no host folder but the payload, bound read-only",
+        "environment": "the image's own; nothing from the host's (--cleanenv)",
+        "user": f"uid {UID} (--security uid:{UID})" if as_root else "the calling user",
+        "capabilities": "none (--no-privs)" if as_root else "none (an unprivileged user)",
+        "gpu": "--nv: the host's driver libraries and every /dev/nvidia* node"
+               if nv else "none (no --nv)",
+        "not_isolated": ["PID namespace is the host's unless apptainer.conf or --pid says "
+                         "otherwise", "no memory or CPU limit (the batch system's job)",
+                         "/dev/shm size is the host's tmpfs, not fixed as Docker's --shm-size"],
+    }
+    return opts, isolation

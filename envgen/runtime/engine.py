@@ -4,14 +4,18 @@ time limit with a run profile, tag it, remove it, and say what the engine is for
 certificate's `host`. Docker (a daemon, through runtime/docker.py) and Apptainer (no
 daemon: a SIF file, through runtime/apptainer.py and sif.py) stand behind it; a Podman or
 enroot engine is one more class here (docs/architecture.md). Builds stay with BuildKit
-(build/buildkit.py): of these engines only Docker builds, through its CLI."""
+(build/buildkit.py): of these engines only Docker builds, through its CLI.
+
+Certification (certify/run.py) is one function for every engine: what differs, how a
+certification's containers start (GPU flags, the run profile or exec options, where the
+payload comes from) and what the certificate records of it, is the engine's `Sandbox`."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..core.errors import InputError
+from ..core.errors import CheckFailed, InputError
 from ..matrix.wire import stack_from_labels
 from .docker import Target, inspect_target, remove_image, run_to_end
 
@@ -36,6 +40,188 @@ class Engine(Protocol):
 
     def host(self) -> dict:
         """What a certificate's `host` records of this engine."""
+
+    # What certification does on this engine beyond the payload's run: "preflight" (the
+    # image's NVIDIA_REQUIRE_* and kernels against this host, from its env), "project smoke"
+    # (the project's own command), "measure" (the telemetry level, in params).
+    certifies: frozenset
+
+    def sandbox(self, ref: str, target: Target, gpus: list[int] | None, access: str,
+                payload: tuple[Path, ...]) -> Sandbox:
+        """How this engine starts the containers of one certification of `target` (a
+        context manager); `payload`: this envgen's payload files, for an engine that binds
+        them rather than run the image's own copy."""
+
+
+class Sandbox(Protocol):
+    """What certify/run.py asks of an engine for one certification, entered as a context
+    (a bound payload folder lives as long as it)."""
+    gpu_access: str   # the certificate's host.gpu_access
+    profile: str      # the word the certificate's profile starts with ("" for none)
+    content: str | None   # the certificate's image_content (None: none recorded)
+    ended: str        # how a run past its time limit was ended, in words
+
+    def payload_path(self, smoke: str) -> str:
+        """Where payload `smoke` is inside the container."""
+
+    def run(self, argv: list[str], timeout: float, on_stderr_line=None,
+            payload: str | None = None) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of `argv` in a certification container; with
+        `payload`, the payload's run (its sha256 taken); TimeoutError past `timeout` s."""
+
+    def payload_record(self, path: str) -> dict:
+        """The certificate's `payload`: its path and sha256, and how it got there."""
+
+    def no_report(self, code: int, stderr: str) -> str:
+        """The sentence for a payload that exited `code` without a report."""
+
+    def notes(self) -> list[str]:
+        """What the run learned that a certificate's preflight notes (a refused ulimit)."""
+
+    def record(self) -> dict:
+        """What the certificate records of the run beside the common fields."""
+
+
+CERTIFY_LABELS = {"io.envgen.certify": "1"}   # on every container of a certification
+
+
+def _payload_sha256(container, path: str) -> str | None:
+    """The sha256 of file `path` inside a created container (None: no such file)."""
+    import hashlib
+    import io
+    import tarfile
+    try:
+        stream, _ = container.get_archive(path)
+    except Exception:
+        return None
+    buf = io.BytesIO(b"".join(stream))
+    with tarfile.open(fileobj=buf) as tar:
+        member = tar.next()
+        f = tar.extractfile(member) if member else None
+        return hashlib.sha256(f.read()).hexdigest() if f else None
+
+
+class DockerSandbox:
+    """A certification's containers on a Docker daemon: the GPU plan (toolkit, CDI or
+    device nodes), the run profile (shared memory, ulimits, user, no network; a ulimit the
+    daemon refuses is dropped and noted), each container labelled io.envgen.certify. The
+    payload is the image's own, hashed from the container before it starts."""
+    profile = ""
+    ended = "container killed"
+
+    def __init__(self, engine: DockerEngine, ref: str, target: Target, gpus, access: str):
+        from . import gpu_access
+        from . import profile as run_profile
+        self.engine, self.ref, self.target = engine, ref, target
+        self.plan = gpu_access.plan(gpus, access, engine.info())
+        # how the payload's container starts (shared memory, ulimits, NCCL, user): the run
+        # profile `envgen run`, the devcontainer and `envgen profile` use too
+        self.run_profile = run_profile.for_container(self.plan, target.user, target.env)
+        self.gpu_access, self.content, self.sha256 = self.plan.mode, target.content, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def payload_path(self, smoke: str) -> str:
+        from ..core.image import PAYLOAD_DIR
+        return f"{PAYLOAD_DIR}/{smoke}_smoke.py"
+
+    def run(self, argv, timeout, on_stderr_line=None, payload=None):
+        from . import profile as run_profile
+
+        def hash_payload(container):
+            self.sha256 = _payload_sha256(container, payload)
+            if self.sha256 is None:
+                raise CheckFailed(f"image {self.ref} has no smoke payload at {payload}; "
+                                  f"rebuild it with `envgen build`")
+
+        def start(p):
+            return self.engine.run(self.target.image_id, argv, timeout, profile=p,
+                                   before_start=hash_payload if payload else None,
+                                   on_stderr_line=on_stderr_line, labels=CERTIFY_LABELS)
+        self.run_profile, result = run_profile.settle(self.run_profile, start)
+        return result
+
+    def payload_record(self, path: str) -> dict:
+        return {"path": path, "sha256": self.sha256}
+
+    def no_report(self, code, stderr) -> str:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
+        return f"the smoke payload exited {code} without a report: {tail}"
+
+    def notes(self) -> list[str]:
+        from . import profile as run_profile
+        fix = run_profile.refusal_fix(self.run_profile)
+        return [fix] if fix else []
+
+    def record(self) -> dict:
+        return {"run_profile": self.run_profile.to_json()}
+
+
+class ApptainerSandbox:
+    """A certification's run of a SIF: `apptainer exec` contained, with a clean
+    environment, no network, no privileges (as the image's user when envgen runs as root),
+    `--nv` for GPUs; the payload is this envgen's, copied to a private folder bound
+    read-only. The certificate records the SIF and what the options isolate (and not)."""
+    profile = "apptainer"
+    content = None   # a SIF's content is its image_id: its sha256
+    ended = "its processes were ended"
+
+    def __init__(self, engine: ApptainerEngine, target: Target, gpus, payload):
+        from .apptainer import exec_options
+        self.engine, self.target, self.files = engine, target, tuple(payload)
+        self.options, self.isolation = exec_options(bool(gpus), os.geteuid() == 0, gpus)
+        self.gpu_access = "apptainer --nv" if gpus else "none"
+        self.sha256 = self._scratch = self._folder = None
+
+    def __enter__(self):
+        import shutil
+
+        from ..core import home
+        from .sif import sha256_of
+        self._scratch = home.scratch("sif-payload")
+        self._folder = Path(self._scratch.__enter__())
+        for src in self.files:   # the payload and its siblings, as this envgen has them
+            shutil.copyfile(src, self._folder / src.name)
+            (self._folder / src.name).chmod(0o644)
+        self._folder.chmod(0o755)   # the image's user reads it (apptainer binds it as root)
+        self.sha256 = sha256_of(self._folder / self.files[0].name) if self.files else None
+        return self
+
+    def __exit__(self, *exc):
+        return self._scratch.__exit__(*exc)
+
+    def payload_path(self, smoke: str) -> str:
+        from .apptainer import BOUND_PAYLOAD
+        return f"{BOUND_PAYLOAD}/{smoke}_smoke.py"
+
+    def run(self, argv, timeout, on_stderr_line=None, payload=None):
+        from .apptainer import BOUND_PAYLOAD
+        return self.engine.run(self.target.tags[0], argv, timeout, options=self.options,
+                               binds=((str(self._folder), BOUND_PAYLOAD, "ro"),),
+                               on_stderr_line=on_stderr_line)
+
+    def payload_record(self, path: str) -> dict:
+        return {"path": path, "sha256": self.sha256, "bound": "read-only, from this envgen"}
+
+    def no_report(self, code, stderr) -> str:
+        from .apptainer import last_line
+        return (f"the smoke payload exited {code} under apptainer without a report: "
+                f"{last_line(stderr)}")
+
+    def notes(self) -> list[str]:
+        return []
+
+    def record(self) -> dict:
+        sif, labels = Path(self.target.tags[0]), self.target.labels
+        return {"sif": {"path": str(sif), "sha256": self.target.image_id,
+                        "size_bytes": sif.stat().st_size,
+                        "from_image_id": labels.get("io.envgen.image.id"),
+                        "closure_sha256": labels.get("io.envgen.closure.sha256")},
+                "isolation": self.isolation}
 
 
 class DockerEngine:
@@ -76,6 +262,11 @@ class DockerEngine:
         return {"docker": info.get("ServerVersion"), "runtime": info.get("DefaultRuntime"),
                 "kernel": info.get("KernelVersion")}
 
+    certifies = frozenset({"preflight", "project smoke", "measure"})
+
+    def sandbox(self, ref, target, gpus, access, payload=()) -> DockerSandbox:
+        return DockerSandbox(self, ref, target, gpus, access)
+
 
 class ApptainerEngine:
     """Apptainer over SIF files: an image is a file, its ID the file's sha256."""
@@ -112,6 +303,13 @@ class ApptainerEngine:
         from . import apptainer
         return {"apptainer": apptainer.version(), "docker": None, "runtime": "apptainer",
                 "kernel": os.uname().release}
+
+    # a SIF's env is not read (no NVIDIA_REQUIRE_* to check), its project smoke not run and
+    # its telemetry level not asked for yet: its certificates record none of them
+    certifies = frozenset()
+
+    def sandbox(self, ref, target, gpus, access, payload=()) -> ApptainerSandbox:
+        return ApptainerSandbox(self, target, gpus, payload)
 
 
 def is_sif(ref: str) -> bool:

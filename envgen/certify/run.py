@@ -1,13 +1,14 @@
-"""Run the smoke-training payload inside an image and turn its report into a certificate.
-The container has no network, runs as a non-root user with no capabilities, has a time
-limit, and is removed on every exit path (Ctrl-C included)."""
+"""Certification, whatever the engine: run the smoke-training payload inside an image and
+turn its report into a certificate. The engine (runtime/engine.py) inspects the image and
+starts the containers: on Docker with no network, as a non-root user with no
+capabilities, under a time limit, removed on every exit path (Ctrl-C included); on
+Apptainer contained, with a clean environment and the payload bound read-only. What the
+certificate records of the engine is its Sandbox's; the rest is built here, once, with
+certs.certificate.head and finish."""
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import re
-import tarfile
 import time
 
 from ..certs import certificate
@@ -17,10 +18,10 @@ from ..core.model import Stack
 from ..resolve import require_cuda
 from ..resolve.compat import driver_cuda, kernels_for
 from ..runtime import gpu_access
-from ..runtime import profile as run_profile
-from ..runtime.docker import Target, run_to_end
-from ..runtime.engine import DockerEngine
+from ..runtime.docker import Target
+from ..runtime.engine import Engine, Sandbox
 from ..runtime.host import HostGpus
+from ..smoke import SMOKE_DIR, payload_files
 
 
 def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
@@ -51,18 +52,6 @@ def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
     return notes
 
 
-def _payload_sha256(container, path: str) -> str | None:
-    try:
-        stream, _ = container.get_archive(path)
-    except Exception:
-        return None
-    buf = io.BytesIO(b"".join(stream))
-    with tarfile.open(fileobj=buf) as tar:
-        member = tar.next()
-        f = tar.extractfile(member) if member else None
-        return hashlib.sha256(f.read()).hexdigest() if f else None
-
-
 def _report(stdout: str) -> dict | None:
     for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
@@ -91,13 +80,13 @@ def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
 _CHECK_LINE = re.compile(r"^\[[\w]+_smoke [0-9:]+\] (PASS|SKIP|FAIL) ([\w.-]+): (.*)$")
 
 
-def project_smoke(c, target: Target, argv: tuple[str, ...], timeout: int, run: dict) -> dict:
+def project_smoke(box: Sandbox, argv: tuple[str, ...], timeout: int) -> dict:
     """The project's own smoke command, in a container started as the payload's was: a
     check that passes when it exits 0, with the last lines of its output."""
     import shlex
     started = time.monotonic()
     try:
-        code, stdout, stderr = run_to_end(c, target.image_id, list(argv), timeout, **run)
+        code, stdout, stderr = box.run(list(argv), timeout)
     except TimeoutError:
         code, stdout, stderr = None, "", f"killed after {timeout} s"
     tail = " | ".join((stdout + stderr).strip().splitlines()[-3:])[-300:]
@@ -155,76 +144,63 @@ def payload_command(st, cuda: bool, timeout: int, steps: int | None = None,
                                  multi_gpu, measure)
 
 
-def certify(c, ref: str, host: HostGpus, gpus: str = "auto", access: str = "auto",
-            timeout: int = 900, steps: int | None = None, multi_gpu: bool = False,
-            matrix=None, tags: tuple[str, ...] = (), progress=None,
+def certify(engine: Engine, ref: str, host: HostGpus, gpus: str = "auto",
+            access: str = "auto", timeout: int = 900, steps: int | None = None,
+            multi_gpu: bool = False, matrix=None, tags: tuple[str, ...] = (), progress=None,
             measure: str = "basic") -> dict:
-    """Certify one image; returns the certificate (passed or not). Raises for bad input,
-    a missing environment, or a host that cannot run the image at all. `tags`: names the
-    image will get once it passes (it may have none yet: tags come after certification).
-    `progress` hears of each check as the payload reports it. `measure` "full" adds the
-    habits of a training run (the payload's --measure full)."""
-    engine = DockerEngine(c)
+    """Certify the image `ref` on `engine` (runtime/engine.py: Docker or Apptainer);
+    returns the certificate (passed or not). Raises for bad input, a missing environment,
+    or a host that cannot run the image at all. `tags`: names the image will get once it
+    passes (it may have none yet: tags come after certification). `progress` hears of each
+    check as the payload reports it. `measure` "full" adds the habits of a training run
+    (the payload's --measure full)."""
     target = engine.inspect(ref)
     indices = gpu_indices(gpus, host)
-    notes = preflight(target, host, indices, matrix)
-    info = engine.info()
-    plan = gpu_access.plan(indices, access, info)
+    does = engine.certifies
+    notes = preflight(target, host, indices, matrix) if "preflight" in does else []
     st = target.stack
-    payload, cmd = payload_command(st, bool(indices), timeout, steps, multi_gpu, measure)
-    # how the payload's container starts (shared memory, ulimits, NCCL, user): the run
-    # profile `envgen run`, the devcontainer and `envgen profile` use too
-    profile = run_profile.for_container(plan, target.user, target.env)
-    started = time.monotonic()
-    payload_sha = None
-
-    def hash_payload(container):
-        nonlocal payload_sha
-        payload_sha = _payload_sha256(container, payload)
-        if payload_sha is None:
-            raise CheckFailed(f"image {ref} has no smoke payload at {payload}; rebuild it "
-                              f"with `envgen build`")
-
-    def start(p):
-        return engine.run(target.image_id, cmd, timeout, profile=p, before_start=hash_payload,
-                          on_stderr_line=check_lines(progress) if progress else None,
-                          labels={"io.envgen.certify": "1"})
-    try:
-        profile, (code, stdout, stderr) = run_profile.settle(profile, start)
-    except TimeoutError:
-        raise CheckFailed(f"the smoke payload did not finish within {timeout} s (container "
-                          f"killed); raise --timeout or lower --steps") from None
-    report = _report(stdout)
-    if report is None:
-        tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
-        raise CheckFailed(f"the smoke payload exited {code} without a report: {tail}")
-    fix = run_profile.refusal_fix(profile)
-    if fix:
-        notes.append(fix)
-        if progress:
-            progress(fix)
-    # how every container of a certification starts: the payload's and the project's
-    run = dict(labels={"io.envgen.certify": "1"}, **profile.docker_kwargs())
-    if st.project is not None and st.project.smoke:
-        check = project_smoke(c, target, st.project.smoke, timeout, run)
-        report = {**report, "checks": [*report.get("checks", []), check],
-                  "passed": bool(report.get("passed")) and check["passed"]}
-        if progress:
-            progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
-                     f"{check['detail']}"[:200])
+    own = tuple(SMOKE_DIR / name for name in payload_files(st.smoke))
+    with engine.sandbox(ref, target, indices, access, own) as box:
+        engine_host = engine.host()
+        payload = box.payload_path(st.smoke)
+        cmd = payload_argv(st, payload, "cuda" if indices else "cpu", timeout, steps,
+                           multi_gpu, measure)
+        started = time.monotonic()
+        try:
+            code, stdout, stderr = box.run(
+                cmd, timeout, on_stderr_line=check_lines(progress) if progress else None,
+                payload=payload)
+        except TimeoutError:
+            raise CheckFailed(f"the smoke payload did not finish within {timeout} s "
+                              f"({box.ended}); raise --timeout or lower --steps") from None
+        report = _report(stdout)
+        if report is None:
+            raise CheckFailed(box.no_report(code, stderr))
+        for fix in box.notes():
+            notes.append(fix)
+            if progress:
+                progress(fix)
+        if "project smoke" in does and st.project is not None and st.project.smoke:
+            check = project_smoke(box, st.project.smoke, timeout)
+            report = {**report, "checks": [*report.get("checks", []), check],
+                      "passed": bool(report.get("passed")) and check["passed"]}
+            if progress:
+                progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
+                         f"{check['detail']}"[:200])
     start = certificate.head(
-        image_id=target.image_id, image_content=target.content,
+        image_id=target.image_id, image_content=box.content,
         tags=sorted(set(target.tags) | set(tags)),
         profile="-".join(filter(None, (
+            box.profile,
             certificate.profile_of("cuda" if indices else "cpu", bool(host.gpus), steps,
                                    multi_gpu),
             "full" if measure == "full" else ""))),
         params={"gpus": gpus, "steps": steps, "multi_gpu": multi_gpu, "timeout": timeout,
-                "measure": measure},
-        stack=st, payload={"path": payload, "sha256": payload_sha})
+                **({"measure": measure} if "measure" in does else {})},
+        stack=st, payload=box.payload_record(payload))
     return certificate.finish(
         start, report=report, code=code, started=started, preflight=notes,
         host={"driver": host.driver,
               "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
-              "gpu_access": plan.mode, **engine.host()},
-        run_profile=profile.to_json())
+              "gpu_access": box.gpu_access, **engine_host},
+        **box.record())
