@@ -15,11 +15,11 @@ bootstrap-tests:
 demo: bootstrap
 	$(ENVGEN) build pytorch-cu121 --certify
 
-# The unit tests on every core, then the real Docker ones one at a time (they share one
-# daemon, its build cache and the registry and Slurm services they start).
+# The real Docker tests one at a time (they share one daemon, its build cache and the
+# registry and Slurm services they start), the unit tests beside them in one process
+# (tools/test.sh prints their output when both are done).
 test: bootstrap-tests
-	$(PY) -m pytest -q -n auto --durations=15 -m "not docker and not gpu and not slow"
-	$(PY) -m pytest -q --durations=25 -m "docker and not gpu and not slow"
+	@PY=$(PY) tools/test.sh
 
 # The unit tests (no Docker), on every core: the loop while changing a module. FILES=...
 # narrows it to some test files (tests/README.md maps modules to their tests).

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import services
-from services import TAG, envgen
+from services import SMALL_TAG, TAG, envgen
 
 PROVENANCE = ("ENVGEN_SOURCE_URL", "ENVGEN_REVISION", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
               "GITHUB_SHA")
@@ -64,6 +64,17 @@ def built(home, images_before):
     out = json.loads(r.stdout)
     yield out
     services.remove_own_image(out["image_id"], images_before)
+
+
+@pytest.fixture(scope="session")
+def built_small(home, images_before):
+    """`envgen build jax-cpu --certify` for real, once per run: the smallest stack (Debian
+    trixie, a CPU jaxlib, about a tenth of pytorch-cu121's bytes). The Apptainer, Slurm and
+    Kubernetes tests run it, and the lock, push, teammate-pull and cold-rebuild chain travels
+    with it: the same code paths as a CUDA stack at a fraction of the bytes moved (make bench
+    runs the chain on pytorch-cu121, bench/reproducible.py)."""
+    with services.certified_build("jax-cpu", SMALL_TAG, home, images_before) as out:
+        yield out
 
 
 @pytest.fixture(scope="session")

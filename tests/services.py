@@ -24,6 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The one real build of the default stack that the Docker tests share (conftest `built`).
 TAG = "envgen-test/pytorch-cu121:ci"
+SMALL_TAG = "envgen-test/jax-cpu:ci"
 OWN_NAMESPACE = "envgen-test/"   # every tag a test gives starts so
 
 

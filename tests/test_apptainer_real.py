@@ -11,10 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from services import ROOT, docker, envgen, first_daemon_answers
+from services import ROOT, SMALL_TAG, envgen
 
 pytestmark = pytest.mark.docker
-TAG = "envgen-test/jax-cpu:apptainer"
 WRAPPER = str(ROOT / "tools" / "apptainer.sh")
 
 
@@ -28,21 +27,15 @@ def wrapper():
 
 
 @pytest.fixture(scope="module")
-def sif(home, wrapper, tmp_path_factory):
-    if not first_daemon_answers():
-        pytest.skip("no Docker daemon answers")
+def sif(home, wrapper, built_small, tmp_path_factory):
+    """The session's jax-cpu image (conftest `built_small`) made into a SIF."""
     env = {"ENVGEN_HOME": home, **wrapper}
-    r = envgen("build", "jax-cpu", "--tag", TAG, "--json", env=env)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    image_id = json.loads(r.stdout)["image_id"]
     out = tmp_path_factory.mktemp("sif") / "with space" / "-jax cpu.sif"
     out.parent.mkdir()
-    try:
-        r = envgen("sif", TAG, "-o", str(out), "--compression", "lz4", "--json", env=env)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        yield {"path": out, "image_id": image_id, "made": json.loads(r.stdout), "env": env}
-    finally:
-        docker("rmi", TAG)
+    r = envgen("sif", SMALL_TAG, "-o", str(out), "--compression", "lz4", "--json", env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    yield {"path": out, "image_id": built_small["image_id"], "made": json.loads(r.stdout),
+           "env": env}
 
 
 def test_the_sif_records_its_digest_and_the_image_it_came_from(sif):

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import services
 import yaml
-from services import docker, envgen, first_daemon_answers
+from services import SMALL_TAG, docker, envgen
 
 pytestmark = pytest.mark.docker
-TAG = "envgen-test/fleet-jax-cpu:ci"
+TAG = SMALL_TAG
 FLEET = f"""\
 stacks:
   - {{spec: jax-cpu, image: "{TAG}"}}
@@ -37,15 +37,9 @@ targets:
 
 
 @pytest.fixture(scope="module")
-def jax_cpu(home):
-    """jax-cpu built once (the smallest stack: Debian trixie, a CPU jaxlib); its tag removed
-    at the end (the image goes with it unless another name holds it)."""
-    if not first_daemon_answers():
-        pytest.skip("no Docker daemon answers")
-    r = envgen("build", "jax-cpu", "--tag", TAG, "--json", env={"ENVGEN_HOME": home})
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    yield json.loads(r.stdout)
-    docker("rmi", TAG)
+def jax_cpu(built_small):
+    """jax-cpu built once for the session (conftest `built_small`: the smallest stack)."""
+    return built_small
 
 
 @pytest.fixture(scope="module")

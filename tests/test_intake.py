@@ -278,3 +278,16 @@ def test_a_git_ref_whose_version_is_computed_is_refused(tmp_path, monkeypatch):
     repo, head = _repo(tmp_path, 'dynamic = ["version"]')
     with pytest.raises(InputError, match="computed"):
         gitref.archive("envgen-tinylib", repo.as_uri(), head)
+
+
+@pytest.mark.parametrize("line,variant", [
+    ("jax[cpu]==0.12.0.1", "cpu"), ("jax[cuda12]==0.12.0.1", "cuda12"),
+    ("jax==0.12.0.1", None), ("jax[tpu]==0.12.0.1", None)])
+def test_an_extra_naming_a_variant_picks_it(tmp_path, line, variant):
+    """JAX's own install lines (`jax[cpu]`, `jax[cuda12]`) choose the build; an extra that
+    is no variant leaves the choice to the target."""
+    from envgen.intake.choose import framework_parts
+    from envgen.matrix.load import load_matrix
+    got = read(w(tmp_path, "requirements.txt", f"{line}\neinops\n"))
+    parts, picked, _ = framework_parts(got, load_matrix(), "3.13")
+    assert parts == ["jax==0.12.0.1"] and picked == variant

@@ -1,8 +1,9 @@
 """An old release, for real (issue 27): `pytorch-lightning==2.0.9,torch==2.4.1` (September
 2023, the trainer under its older distribution and import name) is built over the
 session's pytorch-cu121 image, whose layers it shares, and Lightning's Trainer trains in it
-at level cpu (`-m slow` for now). Lean: one small layer over the image every Docker run
-builds anyway; its closure is resolved once with uv from PyPI into the run's ENVGEN_HOME."""
+at level cpu, in the default Docker run. Lean: one small layer over the image every Docker
+run builds anyway; its closure is resolved once with uv from PyPI into the run's
+ENVGEN_HOME."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,7 @@ from pathlib import Path
 import pytest
 from services import docker, envgen, remove_own_image
 
-# slow until it has been seen passing here: the first build of it on this machine (load 13
-# to 29, the PyTorch layers rebuilt after the uv templates changed) did not finish in time
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = pytest.mark.docker
 SPEC = "pytorch-lightning==2.0.9,torch==2.4.1"
 TAG = "envgen-test/pytorch-lightning-2.0.9:ci"
 

@@ -1,6 +1,7 @@
 """init --from for real: small public-style projects of tests/projects/, each from its file
-to an image over pytorch-cu121 (the `built` fixture's layers, built once) certified at level
-cpu with the import check init --from wrote."""
+to an image over pytorch-cu121 (the `built` fixture's layers, built once), and a JAX/Flax
+one over jax-cpu (`built_small`), certified at level cpu with the import check init --from
+wrote."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,19 @@ def envgen(*argv, cwd, home):
     return subprocess.run([sys.executable, "-m", "envgen", *argv], capture_output=True,
                           text=True, cwd=cwd, timeout=1800,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "ENVGEN_HOME": home})
+
+
+def build_certified(folder, home) -> dict:
+    """`envgen build --certify --json` in the project's folder: its JSON, which must say
+    passed, with the stored certificate's report under "report" (its import check passed)."""
+    b = envgen("build", "--certify", "--json", cwd=folder, home=home)
+    assert b.returncode == 0, b.stdout[-1500:] + b.stderr[-1500:]
+    got = json.loads(b.stdout)
+    assert got["certificate"]["passed"], got
+    report = json.loads(open(got["certificate"]["path"]).read())["report"]
+    smoke = [c for c in report["checks"] if c["name"] == "project smoke"]
+    assert smoke and smoke[0]["passed"], report["checks"]
+    return {**got, "report": report}
 
 
 @pytest.mark.parametrize("project,argv,imports", [
@@ -49,14 +63,8 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
     out = json.loads(r.stdout)
     assert out["stack"] == "pytorch-cu121"
     assert imports <= set(out["smoke"][2].removeprefix("import ").split(", "))
-    b = envgen("build", "--certify", "--json", cwd=folder, home=home)
-    assert b.returncode == 0, b.stdout[-1500:] + b.stderr[-1500:]
-    got = json.loads(b.stdout)
+    got = build_certified(folder, home)
     try:
-        assert got["certificate"]["passed"], got
-        cert = json.loads(open(got["certificate"]["path"]).read())
-        smoke = [c for c in cert["report"]["checks"] if c["name"] == "project smoke"]
-        assert smoke and smoke[0]["passed"]
         # the plain image's lower layers are shared
         assert got["layers"][:3] == built["layers"][:3]
         if project == "git-dep":   # the commit is what envgen.yaml and the closure hold
@@ -69,5 +77,25 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
                             " command -v gcc || echo no-gcc")
             assert "_crcfunext" in inside.stdout and ".so" in inside.stdout, inside
             assert "no-gcc" in inside.stdout
+    finally:
+        remove_own_image(got["image_id"], images_before)
+
+
+def test_a_jax_project_with_the_cpu_extra_builds_over_jax_cpu(tmp_path, built_small, home,
+                                                              images_before):
+    """`jax[cpu]==...` reads as the cpu variant; the plain jax-cpu layers are shared and the
+    project's own package lands in a layer over them."""
+    folder = tmp_path / "jax-requirements"
+    shutil.copytree(PROJECTS / "jax-requirements", folder)
+    r = envgen("init", "--from", "requirements.txt", "--name", "jaxproj", "--json",
+               cwd=folder, home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stack"].endswith("-cpu"), out["stack"]
+    assert {"einops", "flax", "jax"} <= set(out["smoke"][2].removeprefix("import ").split(", "))
+    got = build_certified(folder, home)
+    try:
+        assert got["report"]["versions"].get("jax") == "0.12.0.1"
+        assert got["layers"][:3] == built_small["layers"][:3]
     finally:
         remove_own_image(got["image_id"], images_before)
