@@ -319,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--driver", help="with --from: the target's NVIDIA driver")
     it.add_argument("--gpu", action="append", default=[], metavar="GPU",
                     help="with --from: a target GPU (repeatable)")
+    it.add_argument("--hosts", metavar="FILE", type=_path,
+                    help="with --from, instead of --driver/--gpu: a hosts file (as for `envgen "
+                         "diff --hosts`, examples/fleet.yaml); the stack chosen runs on every "
+                         "host and each of its GPUs")
     it.add_argument("--python", help="with --from: the image's Python (3.X)")
     it.add_argument("--extra", action="append", default=[], metavar="EXTRA",
                     help="with --from: an optional-dependencies extra to include (repeatable)")

@@ -291,3 +291,22 @@ def test_an_extra_naming_a_variant_picks_it(tmp_path, line, variant):
     got = read(w(tmp_path, "requirements.txt", f"{line}\neinops\n"))
     parts, picked, _ = framework_parts(got, load_matrix(), "3.13")
     assert parts == ["jax==0.12.0.1"] and picked == variant
+
+
+def test_a_hosts_file_is_the_target(tmp_path):
+    """--hosts: the stack must run on every host's driver and GPUs; a GPU one host has that
+    the pin cannot serve is the refusal, at the requirement's line. Bad hosts files are
+    one sentence with file:line; --hosts with --gpu is refused; nothing is written."""
+    w(tmp_path, "requirements.txt", "einops\ntorch==2.4.1\n")
+    w(tmp_path, "hosts.yaml", 'hosts:\n  - name: a\n    driver: "570.86.10"\n'
+      '    gpus: ["A100"]\n  - name: b\n    driver: "575.57.08"\n    gpus: ["RTX 5090"]\n')
+    r = envgen("init", "--from", "requirements.txt", "--hosts", "hosts.yaml", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "requirements.txt:2" in r.stderr and "compute capability 12.0" in r.stderr, r.stderr
+    w(tmp_path, "bad.yaml", "hosts:\n  - name: a\n    driver: 535\n    gpus: [NoSuch]\n")
+    r = envgen("init", "--from", "requirements.txt", "--hosts", "bad.yaml", cwd=tmp_path)
+    assert r.returncode == 2 and "bad.yaml:3" in r.stderr and "NoSuch" in r.stderr, r.stderr
+    r = envgen("init", "--from", "requirements.txt", "--hosts", "hosts.yaml", "--gpu", "A100",
+               cwd=tmp_path)
+    assert r.returncode == 2 and "not both" in r.stderr, r.stderr
+    assert not (tmp_path / "envgen.yaml").exists()

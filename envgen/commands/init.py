@@ -61,15 +61,29 @@ def from_file(args, m, path: Path) -> int:
                              f"build it yet; put its wheel on an index or pin the release it "
                              f"was published as", file=w.file, line=w.line)
     python = args.python or intake.python
-    hosts = [host_from_flags(m, driver=args.driver, gpu=g, python=python)
-             for g in (args.gpu or [None])]
+    hosts_file = getattr(args, "hosts", None)
+    if hosts_file is not None and (args.driver or args.gpu):
+        raise InputError("init --from takes --hosts FILE or --driver/--gpu, not both")
+    if hosts_file is not None:
+        from ..diff import parse_hosts
+        from ..matrix.yamlfile import load_file
+        fleet = parse_hosts(load_file(hosts_file, str(hosts_file)), str(hosts_file), m)
+        pairs = dict.fromkeys((h.driver, g.name if g else None)
+                              for h in fleet for g in (h.gpus or (None,)))
+        hosts = [host_from_flags(m, driver=d, gpu=g, python=python) for d, g in pairs]
+        target = {"hosts": str(hosts_file),
+                  "drivers": sorted({h.driver for h in fleet if h.driver}),
+                  "gpus": sorted({g.name for h in fleet for g in h.gpus}) or ["any"]}
+    else:
+        hosts = [host_from_flags(m, driver=args.driver, gpu=g, python=python)
+                 for g in (args.gpu or [None])]
+        target = {"driver": args.driver or "any", "gpus": list(args.gpu) or ["any"]}
     stack, spec, why = choose.choose(intake, m, hosts, python)
     name = args.name or re.sub(r"[^a-z0-9._-]+", "-",
                                Path.cwd().name.lower()).strip("-._")
     if not project.NAME.fullmatch(name or ""):
         raise InputError(f"--name {name!r} must be 1-63 of a-z 0-9 . _ - (it names the image)")
-    target = {"driver": args.driver or "any", "gpus": list(args.gpu) or ["any"],
-              "python": stack.python}
+    target["python"] = stack.python
     folder = path.resolve().parent
     fd, tmp = tempfile.mkstemp(prefix=".envgen-init-", suffix=".yaml", dir=folder)
     os.close(fd)
