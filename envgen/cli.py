@@ -226,7 +226,8 @@ def _later(name):
 # envgen.matrix.refresh.READERS, named here so that building the parser imports no reader
 # (tests/test_cli_contract.py holds the two equal)
 REFRESH_READERS = ("pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate",
-                   "deepspeed", "nemo", "jax", "tensorflow", "platforms")
+                   "deepspeed", "nemo", "jax", "tensorflow", "keras", "tf-keras", "flax",
+                   "optax", "platforms")
 
 
 def _argparse_untranslated() -> None:

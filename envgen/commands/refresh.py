@@ -9,7 +9,8 @@ from ..core.errors import EnvgenError, InputError
 from ._common import out_json, progress_for
 
 ORDER = ("pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate",
-         "deepspeed", "nemo", "jax", "tensorflow", "platforms", "closures")
+         "deepspeed", "nemo", "jax", "tensorflow", "keras", "tf-keras", "flax", "optax",
+         "platforms", "closures")
 
 
 def target_folder(args) -> Path:

@@ -196,6 +196,26 @@ class Framework(Located):
     # pins of the base stack's closure that its own requirements exclude (NeMo's
     # lightning<=2.4.0 needs fsspec<2026.0): its closure resolves them anew
     unpin: tuple[str, ...] = ()
+    # the frameworks it may also be installed over, for its releases inside
+    # also_over_releases (Keras 3 over jax or pytorch)
+    also_over: tuple[str, ...] = ()
+    also_over_releases: str = ""
+    # a variable its stacks' images set, and its value per base framework (Keras:
+    # KERAS_BACKEND=jax over jax); "" for none
+    env_variable: str = ""
+    env_values: tuple[tuple[str, str], ...] = ()
+
+    def goes_over(self, base: str, version: str | None = None) -> bool:
+        """Whether it is installed over the framework `base` (its release `version`, where
+        given: also_over holds for the releases inside also_over_releases alone)."""
+        if base == self.builds_on:
+            return True
+        if base not in self.also_over:
+            return False
+        if version is None or not self.also_over_releases:
+            return True
+        from packaging.specifiers import SpecifierSet
+        return SpecifierSet(self.also_over_releases).contains(version, prereleases=True)
 
 
 @dataclass(frozen=True)
@@ -462,6 +482,8 @@ class Stack:
     extras: tuple[tuple[str, str], ...] = ()
     # base-closure pins the closure does not hold (the add-ons' `unpin`)
     unpinned: tuple[str, ...] = ()
+    # variables the image's environment sets for the frameworks in it (KERAS_BACKEND)
+    env: tuple[tuple[str, str], ...] = ()
     # SPDX expression of what the image installs: the frameworks', the companions' where
     # known, the CUDA libraries'; "" when a framework's or the CUDA libraries' is unknown
     licenses: str = ""
@@ -496,7 +518,7 @@ class Stack:
                             version=dict(packages).get(package, "").split("+")[0],
                             packages=packages, builds_on=None, builds_on_package=None,
                             addons=(), licenses="",   # the base's own are not kept
-                            from_source=(), build_env=(), extras=(), unpinned=())
+                            from_source=(), build_env=(), extras=(), unpinned=(), env=())
 
     def as_variant(self) -> Variant:
         """The build facts the kernel check needs (compat.kernels_for takes a Variant)."""
@@ -542,6 +564,7 @@ class Stack:
                                 "env": dict(self.build_env)}} if self.from_source else {}),
             **({"extras": dict(self.extras)} if self.extras else {}),
             **({"unpinned": list(self.unpinned)} if self.unpinned else {}),
+            **({"env": dict(self.env)} if self.env else {}),
             **({"project": self.project.to_json()} if self.project else {}),
             **({"platform": self.platform} if self.platform != DEFAULT_PLATFORM else {}),
         }
@@ -580,6 +603,7 @@ class Stack:
                                            or {}).items())),
                    extras=tuple(sorted((data.get("extras") or {}).items())),
                    unpinned=tuple(data.get("unpinned") or ()),
+                   env=tuple(sorted((data.get("env") or {}).items())),
                    project=ProjectLayer.from_json(data["project"]) if data.get("project")
                    else None,
                    platform=data.get("platform") or DEFAULT_PLATFORM)

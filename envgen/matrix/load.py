@@ -162,7 +162,14 @@ def _build(entries, sha, problems) -> Matrix:
                                       source_packages=_t((raw.get("from_source") or {})
                                                          .get("packages")),
                                       extra=(raw.get("extra") or {}).get("name", ""),
-                                      unpin=_t((raw.get("unpin") or {}).get("packages"))))
+                                      unpin=_t((raw.get("unpin") or {}).get("packages")),
+                                      also_over=_t((raw.get("also_over") or {})
+                                                   .get("frameworks")),
+                                      also_over_releases=(raw.get("also_over") or {})
+                                      .get("releases", ""),
+                                      env_variable=(raw.get("env") or {}).get("variable", ""),
+                                      env_values=tuple(sorted(((raw.get("env") or {})
+                                                               .get("values") or {}).items()))))
     for raw, f, ln in entries["framework_releases"]:
         variants = tuple(
             Variant(name=v["name"], cuda=v.get("cuda"), cudnn=v.get("cudnn"),
@@ -256,8 +263,9 @@ def _requires_check(m: Matrix, r, problems: list) -> None:
         if r.variants:
             _problem(problems, r, f"{where}: builds on {fw.builds_on}, so its variants are "
                                   f"the base's; list none")
-        if base and base.package not in dict(r.requires):
-            _problem(problems, r, f"{where}: requires gives no {base.package} range")
+        if base and base.package not in dict(r.requires) and not r.base_need(base.package):
+            _problem(problems, r, f"{where}: neither requires nor needs gives a "
+                                  f"{base.package} range")
     elif not r.variants:
         _problem(problems, r, f"{where}: no variants")
 
@@ -311,6 +319,11 @@ def _cross_check(m: Matrix, problems: list) -> None:
         if f.builds_on and (base is None or base.builds_on or base is f):
             _problem(problems, f, f"framework {f.name}: builds_on {f.builds_on!r} is not a "
                                   f"framework with stacks of its own")
+        for name in f.also_over:
+            other = m.framework(name)
+            if other is None or other.builds_on or other is f or not f.builds_on:
+                _problem(problems, f, f"framework {f.name}: also_over {name!r} is not a "
+                                      f"framework with stacks of its own")
     for r in m.releases:
         if r.framework not in frameworks:
             _problem(problems, r, f"{r.framework} {r.version}: unknown framework "

@@ -147,7 +147,21 @@ SECTIONS = {
          "unpin": {"type": "object", "additionalProperties": False,
                    "required": ["packages", "source"],
                    "properties": {"packages": {**_list(NAME), "minItems": 1},
-                                  "source": SOURCE}}})),
+                                  "source": SOURCE}},
+         # frameworks it may also be installed over, for which of its releases (Keras 3
+         # over JAX or PyTorch), and the source that says so
+         "also_over": {"type": "object", "additionalProperties": False,
+                       "required": ["frameworks", "releases", "source"],
+                       "properties": {"frameworks": {**_list(NAME), "minItems": 1},
+                                      "releases": SPECIFIER, "source": SOURCE}},
+         # a variable the image's environment sets, its value per base framework
+         # (Keras: KERAS_BACKEND), and the source that names it
+         "env": {"type": "object", "additionalProperties": False,
+                 "required": ["variable", "values", "source"],
+                 "properties": {"variable": BUILD_ENV_NAME, "source": SOURCE,
+                                "values": {"type": "object", "propertyNames": NAME,
+                                           "additionalProperties": BUILD_ENV_VALUE,
+                                           "minProperties": 1}}}})),
     "framework_releases": _list(_entry(
         {"framework": NAME, "version": VERSION, "pythons": {**_list(PYTHON), "minItems": 1}},
         {"variants": {**_list(VARIANT), "minItems": 1},

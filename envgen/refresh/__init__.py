@@ -15,8 +15,14 @@ from . import addons, jax, platforms, pytorch, tensorflow
 from .change import compare_releases, read_old, validate_with_rest, write_atomic
 from .pypi import PYPI, Index, Refused, Run
 
-READERS = {"pytorch": pytorch, **{name: addons.reader(name) for name in addons.ADDONS},
-           "jax": jax, "tensorflow": tensorflow, "platforms": platforms}
+# a base's reader before its add-ons' (Keras reads TensorFlow's rows' METADATA)
+READERS = {"pytorch": pytorch,
+           **{name: addons.reader(name) for name in addons.ADDONS
+              if addons.base_of(name) == "pytorch"},
+           "jax": jax, "tensorflow": tensorflow,
+           **{name: addons.reader(name) for name in addons.ADDONS
+              if addons.base_of(name) != "pytorch"},
+           "platforms": platforms}
 
 __all__ = ["READERS", "Refused", "refresh", "PYPI"]
 

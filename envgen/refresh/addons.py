@@ -20,7 +20,15 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .licenses import license_of
-from .pypi import Refused, Run, classifier_pythons, releases, requirements, sdist_releases
+from .pypi import (
+    Refused,
+    Run,
+    best_wheels,
+    classifier_pythons,
+    releases,
+    requirements,
+    sdist_releases,
+)
 
 PYTHONS = tuple(f"3.{n}" for n in range(8, 15))   # the CPython lines the matrix knows
 # every final release first uploaded on this day or later (issue 27: what teams pin)
@@ -45,7 +53,34 @@ ADDONS = {
     # first to state torch>=2.6.0. Its lightning range sits in the asr extra.
     "nemo": ("nemo-toolkit", "2.6", "asr",
              "https://docs.nvidia.com/nemo-framework/user-guide/latest/installation.html"),
+    # over TensorFlow: Keras (2.x is TensorFlow's own; 3.x runs over TensorFlow, JAX or
+    # PyTorch) and tf-keras (Keras 2 for TensorFlow 2.16 and later)
+    "keras": ("keras", None, None, "https://keras.io/getting_started/"),
+    "tf-keras": ("tf-keras", None, None, "https://github.com/keras-team/tf-keras"),
+    # over JAX: Flax and optax (their METADATA states the jax range)
+    "flax": ("flax", None, None, "https://flax.readthedocs.io/en/latest/"),
+    "optax": ("optax", None, None, "https://optax.readthedocs.io/en/latest/"),
 }
+# The framework an add-on is installed over (pytorch where not named), and each base's package
+BUILDS_ON = {"keras": "tensorflow", "tf-keras": "tensorflow", "flax": "jax", "optax": "jax"}
+BASE_PACKAGE = {"pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
+# Add-ons whose own METADATA states no range of the base package, while each base release's
+# METADATA states the range of the add-on it installs: TensorFlow's Requires-Dist names Keras
+# (tensorflow 2.15.1: keras<2.16,>=2.15.0; 2.16.1: keras>=3.0.0; 2.20.0: keras>=3.10.0).
+# The add-on release's base range is then the base releases whose range admits it.
+RANGE_FROM_BASE = {"keras"}
+# The environment a stack sets for an add-on, per base it is installed over, with the source:
+# Keras 3 picks its backend from KERAS_BACKEND (tensorflow unless set); Keras 2 reads the
+# same variable and runs over TensorFlow alone.
+# Other frameworks an add-on may be installed over besides its BUILDS_ON one, for which of its
+# releases: Keras 3 runs over JAX or PyTorch as well as TensorFlow (keras.io: "Keras 3 ...
+# can run on top of JAX, TensorFlow, or PyTorch"); Keras 2 over TensorFlow alone. Keras 3's
+# METADATA names no backend, so any release of those frameworks admits it.
+ALSO_OVER = {"keras": {"frameworks": ["jax", "pytorch"], "releases": ">=3",
+                       "source": "https://keras.io/getting_started/"}}
+ENV = {"keras": {"variable": "KERAS_BACKEND",
+                 "values": {"tensorflow": "tensorflow", "jax": "jax", "pytorch": "torch"},
+                 "source": "https://keras.io/getting_started/#configuring-your-backend"}}
 # Add-ons whose image installs an extra of their package: the reader reads Requires-Dist
 # with it, the closure resolves `package[extra]==V`. NeMo: the speech collection only; its
 # cu12/cu13/compiled extras name builds PyPI does not serve (pip then backtracks silently
@@ -124,6 +159,15 @@ NEEDS = {
     "nemo": [("<2.6.2", {"torch": ">=2.6"},
               "inferred: 2.6.0 and 2.6.1 state torch without a range, while 2.6.2, the next "
               "patch of the same line, states torch>=2.6.0 in its asr extra")],
+    # tf-keras 2.14.1 and 2.15.0 state no tensorflow requirement at all; from 2.15.1 each
+    # release states the tensorflow minor line of its own version (2.15.1: tensorflow<2.16,
+    # >=2.15; 2.16.0: tensorflow<2.17,>=2.16)
+    "tf-keras": [(which, {"tensorflow": f">={line},<{upto}"},
+                  f"inferred: tf-keras {which[2:]} states no tensorflow requirement, while "
+                  f"every release from 2.15.1 states the tensorflow minor line of its own "
+                  f"version (2.15.1: tensorflow<2.16,>=2.15)")
+                 for which, line, upto in (("==2.14.*", "2.14", "2.15"),
+                                           ("==2.15.0", "2.15", "2.16"))],
     # DeepSpeed builds its ops with torch.utils.cpp_extension (setup.py, and JIT at run time)
     "deepspeed": [(">=0.18", {"torch": ">=2.2"},
                    "inferred: runtime/zero/muon/original_muon.py applies torch.compile when "
@@ -170,17 +214,25 @@ def own_sdist(name: str) -> bool:
 # under its older import name); a row does not keep that as a framework requirement
 SAME = {"lightning": "pytorch-lightning"}
 
-# packages whose ranges a release row keeps: the base framework's and the add-ons'
-KEPT = {"torch", *(pkg for pkg, *_ in ADDONS.values())}
+def base_of(name: str) -> str:
+    """The framework the add-on `name` is installed over."""
+    return BUILDS_ON.get(name, "pytorch")
 
 
-def _unmet(run: Run, reqs, package: str) -> str | None:
+def kept(name: str) -> set[str]:
+    """Packages whose ranges a release row of `name` keeps: its base framework's and those of
+    the add-ons over the same base."""
+    base = base_of(name)
+    return {BASE_PACKAGE[base], *(pkg for n, (pkg, *_) in ADDONS.items() if base_of(n) == base)}
+
+
+def _unmet(run: Run, reqs, package: str, keep: set) -> str | None:
     """The first requirement of a release that no file on the index satisfies (a release can
     name a dependency newer than the index serves): its row would resolve to a stack whose
     closure cannot be built. The framework's and add-ons' own ranges are the matrix's job."""
     for r in reqs:
         key = canonicalize_name(r.name)
-        if key in KEPT or key == package:
+        if key in keep or key == package:
             continue
         try:
             versions = _versions(run.index, key)
@@ -213,9 +265,46 @@ def _versions(index, key: str) -> set:
     return memo[key]
 
 
-def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | None:
+def base_ranges(run: Run, name: str) -> list[tuple[Version, SpecifierSet]]:
+    """(base release, the range of `name` its METADATA states) for each final base release
+    first uploaded since SINCE with a Linux x86_64 wheel (RANGE_FROM_BASE)."""
+    base = BASE_PACKAGE[base_of(name)]
+    package = ADDONS[name][0]
+    files = releases(run.index.project(base))
+    out = []
+
+    def one(ver):
+        best = best_wheels(files[ver])
+        if not best:
+            return None
+        python = max(best, key=Version)
+        text, _how = run.index.metadata(best[python])
+        req = next((r for r in requirements(text, python, f"{base} {ver}")
+                    if canonicalize_name(r.name) == package), None)
+        return (ver, req.specifier) if req is not None else None
+    out = [r for r in rows_of(run, since(files, None), one) if r]
+    return out
+
+
+def range_of(ver: Version, ranges) -> str | None:
+    """The base releases whose stated range admits `ver`, as a specifier: from the first
+    to before the next one that does not, skipping any between that do not; None: none."""
+    ordered = sorted(ranges)
+    ok = [b for b, spec in ordered if spec.contains(ver, prereleases=True)]
+    if not ok:
+        return None
+    after = [b for b, _ in ordered if b > ok[-1]]
+    gaps = [b for b, spec in ordered if ok[0] < b < ok[-1] and b not in ok]
+    return ",".join([f">={ok[0]}", *([f"<{after[0]}"] if after else []),
+                     *(f"!={b}" for b in gaps)])
+
+
+def release_row(run: Run, name: str, ver: Version, files: list[dict],
+                ranges=None) -> dict | None:
     package, _, extra, _ = ADDONS[name]
     what = f"{package} {ver}"
+    keep = kept(name)
+    base = BASE_PACKAGE[base_of(name)]
     if own_sdist(name):
         wheel = files[0]             # its sdist: PKG-INFO holds the same fields
         text = run.index.sdist_metadata(wheel)
@@ -229,19 +318,28 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
     requires: dict[str, str] = {}
     for r in reqs:
         key = r.name.lower()
-        if key in KEPT and key not in (package, SAME.get(name)) and (r.marker is None or extra):
+        if key in keep and key not in (package, SAME.get(name)) and (r.marker is None or extra):
             spec = str(r.specifier)
             if key in requires and requires[key] != spec:
                 spec = str(SpecifierSet(requires[key]) & r.specifier)
             requires[key] = spec or ">=0"
-    if "torch" not in requires and own_sdist(name):
+    if ranges is not None:
+        over = range_of(ver, ranges)
+        if over is None:
+            run.warn(f"{what} left out: no {base} release since {SINCE} states a {package} "
+                     f"range that admits it")
+            return None
+        requires[base] = over
+    if base not in requires and own_sdist(name):
         # an sdist whose PKG-INFO and requirements/requirements.txt state no torch range:
         # nothing to resolve against
         run.warn(f"{what} left out: its PKG-INFO states no requirements (no torch range "
                  f"to resolve against)")
         return None
-    if "torch" not in requires:
-        raise Refused(f"{what}: its METADATA states no torch requirement"
+    if base not in requires and needs(name, ver).get("needs", {}).get(base):
+        pass   # a base range its code needs, though its METADATA states none (NEEDS)
+    elif base not in requires:
+        raise Refused(f"{what}: its METADATA states no {base} requirement"
                       + (f" (looked in the {extra!r} extra too)" if extra else ""))
     rp = wheel.get("requires-python")
     try:
@@ -255,7 +353,7 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
     if not pythons:
         raise Refused(f"{what}: Requires-Python {rp} admits none of {', '.join(PYTHONS)}")
     # last: it reads an index page per dependency, and a malformed release is refused first
-    unmet = _unmet(run, reqs, package)
+    unmet = _unmet(run, reqs, package, keep)
     if unmet:
         run.warn(f"{what} left out: it requires {unmet}")
         return None
@@ -273,7 +371,8 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict]) -> dict | 
 
 # the payload that certifies an add-on, where it is another's: lightning_smoke imports
 # pytorch_lightning where the `lightning` package is absent
-SMOKE = {"pytorch-lightning": "lightning"}
+SMOKE = {"pytorch-lightning": "lightning", "keras": "tensorflow", "tf-keras": "tensorflow",
+         "flax": "jax", "optax": "jax"}
 
 
 def since(files: dict, first: str | None) -> list:
@@ -303,13 +402,17 @@ def reader(name: str):
     package, first, _, docs = ADDONS[name]
     which = (f"each final {package} release uploaded since {SINCE}"
              + (f", from {first} on" if first else ""))
+    base = BASE_PACKAGE[base_of(name)]
+    stated = (f"the {base} range: the {base}\n# releases whose own METADATA states a "
+              f"{package} range that admits it" if name in RANGE_FROM_BASE else
+              f"the {base} and add-on ranges of Requires-Dist")
 
     class Reader:
         FILE = f"{name}.yaml"
         HEADER = (f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
                   f"rerun it.\n# Each row: {which}, read "
                   f"from PyPI's JSON simple index and\n# the wheel's METADATA (Requires-Python, "
-                  f"the torch and add-on ranges of Requires-Dist,\n# the SPDX licence). "
+                  f"{stated},\n# the SPDX licence). "
                   f"`pythons` are the CPython lines Requires-Python admits; the\n# wheels are "
                   f"py3-none-any.\n") if not own_sdist(name) else (
                   f"# GENERATED by `envgen matrix refresh {name}` -- do not edit by hand; "
@@ -329,11 +432,12 @@ def reader(name: str):
             chosen = since(files, first)
             if not chosen:
                 raise Refused(f"{package}: the index lists no release since {SINCE}")
-            rows = rows_of(run, chosen, lambda v: release_row(run, name, v, files[v]))
+            ranges = base_ranges(run, name) if name in RANGE_FROM_BASE else None
+            rows = rows_of(run, chosen, lambda v: release_row(run, name, v, files[v], ranges))
             if not rows:
                 raise Refused(f"{package}: every release was left out: "
                               f"{'; '.join(run.warnings)[:400]}")
-            entry = {"name": name, "package": package, "builds_on": "pytorch",
+            entry = {"name": name, "package": package, "builds_on": base_of(name),
                      "smoke": SMOKE.get(name, name), "source": docs}
             if name in SOURCE_BUILDS:
                 entry["from_source"] = SOURCE_BUILDS[name]
@@ -341,5 +445,9 @@ def reader(name: str):
                 entry["extra"] = EXTRAS[name]
             if name in UNPIN:
                 entry["unpin"] = UNPIN[name]
+            if name in ALSO_OVER:
+                entry["also_over"] = ALSO_OVER[name]
+            if name in ENV:
+                entry["env"] = ENV[name]
             return {"frameworks": [entry], "framework_releases": rows}
     return Reader

@@ -234,6 +234,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         env.append(("NVIDIA_REQUIRE_CUDA", stack.require_cuda))
     if base.cuda_compat:
         env.append(("LD_LIBRARY_PATH", "/usr/local/cuda/compat:/usr/local/nvidia/lib64"))
+    env += list(stack.env)   # what the frameworks in it read (KERAS_BACKEND)
     payload = f"{stack.smoke}_smoke.py"
     payloads = list(payload_files(stack.smoke)) or [payload]
     apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))

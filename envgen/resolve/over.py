@@ -40,7 +40,7 @@ def lead_spec(m: Matrix, spec: Spec) -> Spec:
     if fw.builds_on or not spec.also:
         return spec
     lead = next((i for i, (n, _) in enumerate(spec.also)
-                 if m.framework(n).builds_on == fw.name), None)
+                 if m.framework(n).goes_over(fw.name)), None)
     if lead is None:
         names = ", ".join(n for n, _ in spec.also)
         raise InputError(f"spec {spec.text!r}: {names} cannot be installed over "
@@ -99,6 +99,59 @@ def two_frameworks(m: Matrix, spec: Spec, other: str, resolve_one) -> Unsatisfia
                          hints=[a.stack, b.stack])
 
 
+def cpu_beside(m: Matrix, spec: Spec, other: str, resolve_one) -> Stack:
+    """`jax==0.4.35,tensorflow-cpu==2.17.0`: one framework named as its CPU build beside
+    another. A CPU build brings no CUDA libraries, so the two share one image: the other is
+    resolved as usual (its CUDA, the host, the base), the CPU one for the same Python and
+    base, and its pins go beside the other's. Pins both give differently are refused, naming
+    both."""
+    from ..core.record import replace
+    named = dict([(spec.framework, spec.specifier), *spec.also])
+    cpu_name = spec.variant_from[0]
+    main_name = other if cpu_name == spec.framework else spec.framework
+    rest = tuple((n, s) for n, s in spec.also if n not in (cpu_name, main_name))
+    if rest:
+        raise InputError(f"spec {spec.text!r}: {', '.join(n for n, _ in rest)} cannot be "
+                         f"installed beside {m.framework(main_name).package} and a CPU build "
+                         f"of {m.framework(cpu_name).package} in one image")
+    main_spec = Spec(text=f"{m.framework(main_name).package}{named[main_name]}",
+                     framework=main_name, specifier=named[main_name], python=spec.python,
+                     base=spec.base, platform=spec.platform)
+    main = resolve_one(main_spec)
+    cpu_fw = m.framework(cpu_name)
+    cpu_spec = Spec(text=f"{cpu_fw.package}{named[cpu_name]}", framework=cpu_name,
+                    specifier=named[cpu_name], variant="cpu", python=main.python,
+                    base=main.base.name, platform=spec.platform)
+    try:
+        cpu = resolve_one(cpu_spec)
+    except Unsatisfiable as e:
+        raise Unsatisfiable(f"spec {spec.text!r}: {main.framework_package} {main.version} "
+                            f"resolves on Python {main.python} (base {main.base.name}), and "
+                            f"the CPU build of {cpu_spec.describe()} does not: {e.message}",
+                            hints=[main.stack]) from None
+    pins, theirs = dict(main.packages), dict(cpu.packages)
+    clash = [f"{n}=={pins[n]} ({main.framework_package} {main.version}) vs {n}=={theirs[n]} "
+             f"({cpu.framework_package} {cpu.version})"
+             for n in sorted(pins.keys() & theirs.keys()) if pins[n] != theirs[n]]
+    if clash:
+        raise Unsatisfiable(f"spec {spec.text!r}: {main.framework_package} {main.version} and "
+                            f"the CPU build of {cpu.framework_package} {cpu.version} pin "
+                            f"different releases: {'; '.join(clash[:4])}",
+                            hints=[main.stack, cpu.stack])
+    added = [n for n in theirs if n not in pins]
+    pins.update(theirs)
+    lead = dict(cpu.packages)
+    installed = next(iter(lead))   # the variant's own distribution (tensorflow-cpu)
+    reasons = [*main.reasons,
+               f"{installed} {cpu.version} goes beside it "
+               f"({', '.join(f'{n}=={theirs[n]}' for n in added)}): a CPU build brings no "
+               f"CUDA libraries, so it cannot disagree with {main.framework_package}'s"]
+    return replace(main, packages=tuple(pins.items()), reasons=tuple(reasons),
+                   companions=tuple(dict.fromkeys((*main.companions, *cpu.companions))),
+                   licenses=join_licenses([main.licenses, cpu.licenses])
+                   if main.licenses and cpu.licenses else "")
+
+
 def no_release(m: Matrix, fw, spec: Spec) -> Unsatisfiable:
     """No release of `fw` matches the spec's versions: say which the matrix has."""
     known = m.releases_of(fw.name)
@@ -108,16 +161,44 @@ def no_release(m: Matrix, fw, spec: Spec) -> Unsatisfiable:
                          hints=[f"{fw.package}=={known[0].version}"] if known else [])
 
 
-def _newest(m: Matrix, name: str, specifier: SpecifierSet) -> list[FrameworkRelease]:
-    return [r for r in m.releases_of(name) if specifier.contains(r.version, prereleases=True)]
+def _newest(m: Matrix, name: str, specifier: SpecifierSet,
+            base: str | None = None) -> list[FrameworkRelease]:
+    """The releases of `name` inside `specifier` (that go over `base`, where given), newest
+    first."""
+    fw = m.framework(name)
+    return [r for r in m.releases_of(name) if specifier.contains(r.version, prereleases=True)
+            and (base is None or fw.goes_over(base, r.version))]
 
 
-def _pick_others(m, others, chosen) -> str | None:
+def _base_of(m: Matrix, fw, spec: Spec):
+    """The framework `fw` is installed over: its builds_on one, unless the spec names
+    another it also goes over (`keras,torch==2.4.1`), or an add-on of one (`keras,flax`)."""
+    for name, _ in spec.also:
+        f = m.framework(name)
+        for base in (f.name, f.builds_on):
+            if base and base != fw.builds_on and base in fw.also_over:
+                return m.framework(base)
+    return m.framework(fw.builds_on)
+
+
+def _base_left(m, base, clause: SpecifierSet, chosen) -> bool:
+    """Whether a release of the base framework is inside `clause` and every range the
+    chosen releases state for it."""
+    for c in chosen:
+        clause &= SpecifierSet(dict(c.requires).get(base.package, ""))
+        clause &= SpecifierSet(c.base_need(base.package))
+    return any(clause.contains(r.version, prereleases=True) for r in m.releases_of(base.name))
+
+
+def _pick_others(m, others, chosen, base, clause: SpecifierSet) -> str | None:
     """Add the newest release of each other add-on that agrees with what is chosen so far
-    (each one's ranges for the others, a common Python); a reason when none does."""
+    (each one's ranges for the others, a common Python, a base release inside every range
+    and the spec's `clause`); a reason when none does."""
     for f, specifier in others:
         fits = None
-        for rel in _newest(m, f.name, specifier):
+        for rel in _newest(m, f.name, specifier, base.name):
+            if not _base_left(m, base, clause, [*chosen, rel]):
+                continue
             needs_ok = all(SpecifierSet(dict(c.requires).get(f.package, "")).contains(
                 rel.version, prereleases=True) for c in chosen)
             wants_ok = all(SpecifierSet(dict(rel.requires).get(m.framework(c.framework)
@@ -163,19 +244,26 @@ def _newer_python(m, spec: Spec, host, resolve_base, base_spec: Spec, chosen, py
 def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
     """The stack of a builds_on framework. `resolve_base(spec, host)` is resolve.resolve."""
     fw = m.framework(spec.framework)
-    base = m.framework(fw.builds_on)
+    base = _base_of(m, fw, spec)
     base_clause = SpecifierSet()
     others = []
     for name, specifier in spec.also:
         f = m.framework(name)
         if f.name == base.name:
             base_clause &= specifier
-        elif f.builds_on != base.name:
+        elif not f.goes_over(base.name):
             raise InputError(f"spec {spec.text!r}: {fw.name} is installed over {base.name}, "
                              f"{f.name} is not; they cannot share one image")
         else:
             others.append((f, specifier))
-    heads = _newest(m, fw.name, spec.specifier)
+    heads = _newest(m, fw.name, spec.specifier, base.name)
+    if not heads and _newest(m, fw.name, spec.specifier):
+        raise Unsatisfiable(f"{spec.describe()} cannot be met: no {fw.package} release "
+                            f"matching it runs over {base.name} ({fw.package} "
+                            f"{fw.also_over_releases} does; older releases run over "
+                            f"{fw.builds_on} alone)",
+                            hints=[f"{fw.package}=={r.version},{base.package}"
+                                   for r in _newest(m, fw.name, SpecifierSet(), base.name)[:1]])
     if not heads:
         raise no_release(m, fw, spec)
     provided = dict(m.base(spec.base).provides) if spec.base and m.base(spec.base) else {}
@@ -183,7 +271,7 @@ def resolve_over(m: Matrix, spec: Spec, host, resolve_base) -> Stack:
     elsewhere = None   # the first stack found whose wheels come from an index, not PyPI
     for head in heads:
         chosen = [head]
-        why = _pick_others(m, others, chosen)
+        why = _pick_others(m, others, chosen, base, base_clause)
         if why:
             rejected.append(why)
             continue
@@ -278,7 +366,10 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
     for c in chosen:
         at = c.needs_at(st.version)
         for name, req in (*c.requires, *at):
-            if name != base.package and name not in added:
+            other = m.framework(name)
+            if other is not None and not other.builds_on:
+                continue   # a base's range (Keras 3's tensorflow one) limits that base alone
+            if name not in added:
                 pins.setdefault(name, req)   # a framework base may provide it already
                 added.append(name)
         if at:
@@ -293,14 +384,31 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
                    f"{base.package}{needs or ' (any version)'}, the range the chosen releases "
                    f"state, that fits the host")
     reasons += needed
+    reasons += [f"{n}={v} is set in the image's environment: {m.framework(c.framework).package}"
+                f" {c.version} runs over {base.package} there" for c in chosen
+                for n, v in _env(m, [c], base)]
     reasons += st.reasons[1:]
     return st.replace(
         stack=f"{fw.name}-{st.variant}{platform_suffix(st.platform)}", framework=fw.name,
         framework_package=fw.package,
-        version=chosen[0].version, packages=tuple(pins.items()), smoke=fw.smoke,
+        version=chosen[0].version, packages=tuple(pins.items()),
+        # over another framework than its own builds_on one, the payload is that one's
+        smoke=fw.smoke if base.name == fw.builds_on else base.smoke,
         reasons=tuple(reasons), builds_on=base.name, builds_on_package=base.package,
         addons=tuple(added), licenses=_licenses(m, st, chosen, pins),
-        **_source_builds(m, chosen))
+        env=_env(m, chosen, base), **_source_builds(m, chosen))
+
+
+def _env(m, chosen, base) -> tuple:
+    """The variables the chosen frameworks set in the image, for the base they are installed
+    over (Keras 3 runs over the framework KERAS_BACKEND names)."""
+    env = {}
+    for c in chosen:
+        f = m.framework(c.framework)
+        value = dict(f.env_values).get(base.name)
+        if f.env_variable and value:
+            env[f.env_variable] = value
+    return tuple(sorted(env.items()))
 
 
 def _source_builds(m, chosen) -> dict:

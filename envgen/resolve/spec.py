@@ -52,6 +52,9 @@ class Spec:
     # the parts of the spec as the user wrote them, for messages and reasons; () for a
     # spec made inside envgen
     written: tuple[str, ...] = field(default=(), compare=False)
+    # the frameworks whose own requirement names the variant (`tensorflow-cpu`,
+    # `jax[cuda12]`), where no variant= option names it for the whole spec
+    variant_from: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.written:
@@ -127,8 +130,15 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     if not reqs:
         raise InputError(f"spec {shown(text)} names no framework")
     variants: list[str] = []   # every variant the text names, each way it names one
-    read = _merge(text, matrix, reqs, [_read(text, matrix, q, variants) for q in reqs])
+    parts, named_by = [], []
+    for q in reqs:
+        before = len(variants)
+        parts.append(_read(text, matrix, q, variants))
+        if len(variants) > before:
+            named_by.append(parts[-1][0])
+    read = _merge(text, matrix, reqs, parts)
     if "variant" in options:
+        named_by = []
         variants.append(options["variant"])
     if len(set(variants)) > 1:
         raise InputError(f"spec {shown(text)}: names two variants ({variants[0]} and "
@@ -137,7 +147,8 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
     return Spec(text=text, framework=name, specifier=specifier,
                 variant=variants[0] if variants else None, python=options.get("python"),
                 base=options.get("base"), platform=options.get("platform"), also=tuple(also),
-                written=tuple(w if isinstance(w, str) else w.written for w in written))
+                written=tuple(w if isinstance(w, str) else w.written for w in written),
+                variant_from=tuple(dict.fromkeys(named_by)))
 
 
 def _merge(text: str, matrix: Matrix, reqs: list, read: list) -> list:

@@ -227,10 +227,14 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     if spec.python and host.python and spec.python != host.python:
         raise InputError(f"spec {spec.text!r} asks for Python {spec.python} but --python says "
                          f"{host.python}")
-    from .over import lead_spec, no_release, resolve_over, two_frameworks
+    from .over import cpu_beside, lead_spec, no_release, resolve_over, two_frameworks
     if spec.also and not m.framework(spec.framework).builds_on:
         for name, _ in spec.also:
             if not m.framework(name).builds_on:   # two frameworks, each with CUDA of its own
+                if "cpu" == spec.variant and len(spec.variant_from) == 1 and \
+                        spec.variant_from[0] in (spec.framework, name):
+                    # unless one is named as its CPU build, which brings no CUDA libraries
+                    return cpu_beside(m, spec, name, lambda s, h=host: resolve(m, s, h))
                 raise two_frameworks(m, spec, name, lambda s: resolve(m, s, host))
     host = record_replace(host, platform=_platform_of(spec, host))
     spec = lead_spec(m, spec)
