@@ -4,6 +4,7 @@ one over jax-cpu (`built_small`), certified at level cpu with the import check i
 wrote."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,7 +38,9 @@ def build_certified(folder, home) -> dict:
 
 
 @pytest.mark.parametrize("project,argv,imports", [
-    ("torch-requirements", ["requirements.txt"], {"einops", "tqdm", "typing_extensions"}),
+    # with a local wheel: pinned by its sha256, installed from the build context
+    ("torch-requirements", ["requirements.txt"],
+     {"einops", "tqdm", "typing_extensions", "envgen_tinywheel"}),
     ("torch-conda", ["environment.yml"], {"einops"}),
     # crcmod 1.7 is an sdist with a C extension: built in the builder stage
     ("torch-crc-pyproject", ["pyproject.toml", "--extra", "train"], {"crcmod", "einops"}),
@@ -71,6 +74,10 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
             head = subprocess.run(["git", "-C", str(tmp_path / "tinylib"), "rev-parse", "HEAD"],
                                   capture_output=True, text=True).stdout.strip()
             assert f"@{head}" in (folder / "envgen.yaml").read_text()
+        if project == "torch-requirements":   # the local wheel, by the sha256 of its bytes
+            wheel = PROJECTS / project / "wheels" / "envgen_tinywheel-0.2.0-py3-none-any.whl"
+            sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            assert f"#sha256={sha}" in (folder / "envgen.yaml").read_text()
         if project == "torch-crc-pyproject":   # the compiled extension, and no compiler
             inside = docker("run", "--rm", "--network", "none", got["image_id"], "sh", "-c",
                             "python -c 'import crcmod._crcfunext as m; print(m.__file__)';"

@@ -46,6 +46,11 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
     out.mkdir(parents=True, exist_ok=True)
     wanted = {rel: (text.encode(), 0o755 if rel in EXECUTABLE else 0o644)
               for rel, text in texts.items()}
+    if stack.project is not None and stack.project.requirements:
+        from ..render.views import PROJECT_DIR
+        from ..resolve.project import wheel_files
+        for wheel in wheel_files(stack.project):   # the project layer installs them from here
+            wanted[f"install/{PROJECT_DIR}/{wheel.name}"] = (wheel.read_bytes(), 0o644)
     for rel, (data, mode) in wanted.items():
         _put(out, rel, data, mode)
     tops = {rel.split("/", 1)[0] for rel in wanted}

@@ -54,9 +54,9 @@ def from_file(args, m, path: Path) -> int:
     if args.spec:
         raise InputError("init takes a STACK or --from PATH, not both")
     intake = read(Path(args.from_path), tuple(args.extra), tuple(args.group))
-    intake = _pin_git(intake)
+    intake = _pin_files(_pin_git(intake))
     for w in intake.requirements:
-        if w.kind not in ("index", "git"):
+        if w.kind not in ("index", "git", "url", "path"):
             raise InputError(f"{w.text}: envgen reads this {w.kind} requirement but does not "
                              f"build it yet; put its wheel on an index or pin the release it "
                              f"was published as", file=w.file, line=w.line)
@@ -228,5 +228,31 @@ def _pin_git(intake):
                 raise InputError(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
             marker = f"; {req.marker}" if req.marker else ""
             w = record.replace(w, text=f"{req.name} @ git+{repo}@{commit}{marker}")
+        out.append(w)
+    return record.replace(intake, requirements=tuple(out))
+
+
+def _pin_files(intake):
+    """Each requirement naming a file by URL or path fetched once and pinned by its sha256
+    (`#sha256=` in envgen.yaml); a `--hash` the team's file gives must match it."""
+    from packaging.requirements import Requirement
+
+    from ..core import record
+    from ..core.errors import EnvgenError
+    from ..resolve.urlref import fetch, split
+    out = []
+    for w in intake.requirements:
+        if w.kind in ("url", "path"):
+            req = Requirement(w.text)
+            try:
+                bare, sha = split(req.url)
+                _path, digest, _version = fetch(req.name, bare, sha)
+            except EnvgenError as e:
+                raise type(e)(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
+            if w.hashes and digest not in w.hashes:
+                raise InputError(f"{w.text}: the file's sha256 is {digest}, not one of the "
+                                 f"--hash values the line gives", file=w.file, line=w.line)
+            marker = f"; {req.marker}" if req.marker else ""
+            w = record.replace(w, text=f"{req.name} @ {bare}#sha256={digest}{marker}")
         out.append(w)
     return record.replace(intake, requirements=tuple(out))

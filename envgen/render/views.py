@@ -147,7 +147,7 @@ def uv_requirements(stack: Stack) -> str:
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     provided = {n.lower() for n, _ in stack.base.provides}
-    full = closure
+    full, full_stack = closure, stack
     if stack.project is not None:   # the plain stack's pins layer as in the plain image
         from ..resolve.closure import closure_for
         stack, closure = stack.plain(), closure_for(stack.plain(), resolve=False)[0]
@@ -160,6 +160,7 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
         groups[_layer_of(pin, stack, base_pins) if pin.requirement in own
                else len(LAYER_DIRS) - 1].append(pin)
     layers = []
+    own_files = _file_names(full_stack)
     sdists = [p for p in groups[-1] if p.file and not p.file.endswith(".whl")]
     groups[-1] = [p for p in groups[-1] if p not in sdists]
     for i, pins in enumerate(groups):
@@ -180,7 +181,11 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                                                              for p in pins)]
                                   if source else []),
                        "count": len(pins), "hashed": not unhashed,
-                       "unhashed": [(p.requirement, p.note) for p in unhashed]})
+                       "unhashed": [(p.requirement, p.note) for p in unhashed],
+                       # wheels a project names by URL or path lie beside its
+                       # requirements.txt (build/context.py puts them there)
+                       "wheels_beside": LAYER_DIRS[i] == PROJECT_DIR and any(
+                           canonical_name(p.name) in own_files for p in pins)})
     if sdists:
         layers.append({"title": "project packages built from their sdists",
                        "dir": PROJECT_BUILD_DIR, "pins": sdists, "pip": PIP, "build_env": [],
@@ -188,6 +193,15 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        "unhashed": [(p.requirement, p.note) for p in sdists if not p.sha256],
                        "built": True})
     return layers
+
+
+def _file_names(stack: Stack) -> set[str]:
+    """The names a project's requirements give by URL or path (a wheel rides in the
+    context beside the project layer's requirements.txt, an sdist in project-archives/)."""
+    if stack.project is None:
+        return set()
+    from ..resolve.project import file_requirements
+    return {name for name, _url, _sha in file_requirements(stack.project)}
 
 
 def image_labels(stack: Stack, base_ref: str, closure: Closure | None = None
@@ -324,11 +338,13 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
     built = next((x for x in layers if x["dir"] == PROJECT_BUILD_DIR), None)
     if built is None or stack.project is None:
         return None
-    from ..resolve.project import git_requirements
+    from ..resolve.project import file_requirements, git_requirements
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
             "tools": list(BUILD_TOOLS), "wheels": "/opt/wheels",
             # git references: their archives, made by `git archive`, in project-archives/
-            "archives": bool(git_requirements(stack.project)), "archive_dir": ARCHIVE_MOUNT}
+            "archives": bool(git_requirements(stack.project) or any(
+                not url.endswith(".whl") for _n, url, _s in file_requirements(stack.project))),
+            "archive_dir": ARCHIVE_MOUNT}
 
 
 def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:

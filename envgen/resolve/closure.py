@@ -551,9 +551,16 @@ def project_inputs(stack: Stack, layer) -> dict:
     for name, repo, commit in references(layer.requirements):
         _path, sha, version = archive(name, repo, commit)
         git[name] = {"repo": repo, "commit": commit, "sha256": sha, "version": version}
+    from .urlref import fetch
+    from .urlref import references as file_references
+    files = {}
+    for name, url, sha in file_references(layer.requirements):
+        path, _sha, version = fetch(name, url, sha)
+        files[name] = {"url": url, "sha256": sha, "version": version, "file": path.name}
     own = [r for r in layer.requirements if not (
-        " @ git+" in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in git)]
+        " @ " in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in {*git, *files})]
     reqs = [*own, *(f"{n}=={g['version']}" for n, g in sorted(git.items())),
+            *(f"{n}=={f['version']}" for n, f in sorted(files.items())),
             *(requirement(n, v, extras.get(n, ""))
                                    for n, v in stack.pip_packages.items()),
             *(f"{n}=={v}" for n, v in layer.pip)]
@@ -563,6 +570,7 @@ def project_inputs(stack: Stack, layer) -> dict:
               "python": stack.python, "platform": stack.base.platform,
               "index_url": stack.index_url, "extra_index_urls": list(layer.indexes),
               "project_over": plain.key, "sdists": True, **({"git": git} if git else {}),
+              **({"files": files} if files else {}),
               # the plain closure's pins are preferred, not required: a package the team
               # leaves free keeps the plain stack's version (so its layers stay shared),
               # and a team's own pin or range still wins
@@ -589,8 +597,13 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
         raise EnvironmentMissing(f"resolving the project's requirements needs {index}, "
                                  f"which does not answer ({why})")
     git = inputs.get("git") or {}
+    files = inputs.get("files") or {}
     from .gitref import archive
-    links = sorted({str(archive(n, g["repo"], g["commit"])[0].parent) for n, g in git.items()})
+    from .urlref import fetch
+    links = sorted({*(str(archive(n, g["repo"], g["commit"])[0].parent)
+                      for n, g in git.items()),
+                    *(str(fetch(n, f["url"], f["sha256"])[0].parent)
+                      for n, f in files.items())})
     pins, uv_version = compile_pins({**inputs, "find_links": links})
     from concurrent.futures import ThreadPoolExecutor
     items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
@@ -601,6 +614,10 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
             dist = re.sub(r"[-_.]+", "_", kv[0]).lower()
             return Pin(kv[0], kv[1], file=f"{dist}-{g['version']}.tar.gz", sha256=g["sha256"],
                        note=f"built from git {g['repo']} at {g['commit']}")
+        f = files.get(canonical_name(kv[0]))
+        if f is not None:   # the file its URL or path names, pinned by its sha256
+            return Pin(kv[0], kv[1], file=f["file"], sha256=f["sha256"],
+                       note=f"from {f['url']}")
         return hash_pin(kv[0], kv[1], inputs["python"], inputs["platform"], index)
     with ThreadPoolExecutor(max_workers=8) as pool:
         hashed = list(pool.map(pin, items))

@@ -188,11 +188,11 @@ def _requirements(doc, key: str, items, bad, line) -> list[str]:
         except InvalidRequirement as e:
             bad(f"{key} entry {shown(item)} is not a requirement "
                 f"({str(e).splitlines()[0][:100]})", at)
-        if req.url and not _pinned_git(req.url):
+        if req.url and not (_pinned_git(req.url) or _pinned_file(req.url)):
             bad(f"{key} entry {shown(item)}: envgen builds requirements from a package index "
-                f"with their sha256, and git references pinned to a commit "
-                f"(git+https://...@<40 hex digits>, as `init --from` writes them); another "
-                f"URL is not built yet (put its wheel on an index)", at)
+                f"with their sha256, git references pinned to a commit "
+                f"(git+https://...@<40 hex digits>) and files by https or file URL with their "
+                f"sha256 (URL#sha256=<64 hex digits>), as `init --from` writes them", at)
         out.append(str(req))
     return out
 
@@ -207,6 +207,29 @@ def _pinned_git(url: str) -> bool:
         return False
 
 
+def _pinned_file(url: str) -> bool:
+    from .urlref import split
+    if url.startswith("git+"):
+        return False
+    try:
+        return split(url)[1] is not None
+    except InputError:
+        return False
+
+
+def file_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
+    """(name, URL, sha256) of each file the layer's requirements name by URL or path."""
+    from .urlref import references
+    return references(layer.requirements)
+
+
+def wheel_files(layer: ProjectLayer) -> list[Path]:
+    """The wheels the layer's requirements name by URL or path, as kept under ENVGEN_HOME."""
+    from .urlref import fetch
+    return [p for p in (fetch(name, url, sha)[0] for name, url, sha
+                        in file_requirements(layer)) if p.name.endswith(".whl")]
+
+
 def git_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
     """(name, repository, commit) of each git reference of the layer's requirements."""
     from .gitref import references
@@ -214,16 +237,19 @@ def git_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
 
 
 def copy_archives(layer: ProjectLayer, into: Path) -> bool:
-    """The sdists `git archive` made of the layer's git references, into a build context's
-    folder (the builder stage's pip checks each against the closure's sha256)."""
+    """The sdists `git archive` made of the layer's git references and the sdists its
+    requirements name by URL or path, into a build context's folder (the builder stage's
+    pip checks each against the closure's sha256; wheels go beside the project layer's
+    requirements.txt: `wheel_files`)."""
     from .gitref import archive
-    found = False
-    for name, repo, commit in git_requirements(layer):
-        path, _sha, _v = archive(name, repo, commit)
+    from .urlref import fetch
+    paths = [archive(name, repo, commit)[0] for name, repo, commit in git_requirements(layer)]
+    paths += [p for p in (fetch(name, url, sha)[0] for name, url, sha
+                          in file_requirements(layer)) if not p.name.endswith(".whl")]
+    for path in paths:
         into.mkdir(parents=True, exist_ok=True)
         (into / path.name).write_bytes(path.read_bytes())
-        found = True
-    return found
+    return bool(paths)
 
 
 def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
