@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_all import DOC, ROOT, one  # noqa: E402
+from build_all import DOC, ROOT, envgen, one  # noqa: E402
 
 JSON = ROOT / "bench" / "release-range.json"
 START, END = "<!-- release range: start -->", "<!-- release range: end -->"
@@ -31,7 +31,7 @@ SPECS = [
     "transformers==4.26.0,torch==2.0.1",
     "transformers==5.24.0",
     "accelerate==0.16.0,torch==2.0.1",
-    "accelerate==1.16.0,torch==2.4.1",
+    "accelerate==1.16.0",   # needs torch>=2.6.0: over the newest torch, as transformers 5
     "deepspeed==0.16.3,torch==2.4.1",   # 0.8.0 .. 0.16.2 name no Python 3.11
     "deepspeed==0.19.8",
     "tensorflow-cpu==2.11.1",
@@ -82,11 +82,13 @@ def main() -> int:
         if args.budget_s is not None and time.monotonic() - started > args.budget_s:
             print(f"budget spent: {spec} and later not built", flush=True)
             break
-        try:
-            entry = one(spec, args.keep)
-        except (ValueError, KeyError) as e:   # it did not resolve: the reason is the row
-            entry = {"error": f"did not resolve ({type(e).__name__})",
+        refused = envgen("resolve", spec, "--sources", "pypi")
+        if refused.returncode != 0:   # it did not resolve: envgen's sentence is the row
+            entry = {"error": "did not resolve: " + (refused.stderr.strip().splitlines()
+                                                     or ["?"])[0][:300],
                      "date": time.strftime("%Y-%m-%d")}
+        else:
+            entry = one(spec, args.keep)
         results[spec] = {"spec": spec, **entry}
         print(json.dumps(results[spec]), flush=True)
         JSON.write_text(json.dumps(list(results.values()), indent=2) + "\n")

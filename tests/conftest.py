@@ -69,7 +69,7 @@ def built(home, images_before):
 @pytest.fixture(scope="session")
 def built_small(home, images_before):
     """`envgen build jax-cpu --certify` for real, once per run: the smallest stack (Debian
-    trixie, a CPU jaxlib, about a tenth of pytorch-cu121's bytes). The Apptainer, Slurm and
+    trixie, a CPU jaxlib: 0.9 GB against pytorch-cu121's 5.5 GB). The Apptainer, Slurm and
     Kubernetes tests run it, and the lock, push, teammate-pull and cold-rebuild chain travels
     with it: the same code paths as a CUDA stack at a fraction of the bytes moved (make bench
     runs the chain on pytorch-cu121, bench/reproducible.py)."""

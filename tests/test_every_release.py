@@ -173,3 +173,14 @@ def test_a_framework_and_its_companion_named_together_are_one_requirement():
     with pytest.raises(InputError) as e:
         stack("torch==2.1.2,torch==2.2.0")
     assert "names a framework twice" in e.value.message
+
+
+def test_an_old_jax_gets_the_numpy_its_code_needs():
+    """jax before 0.4.26 calls numpy.trapz, gone from NumPy 2 (found by certifying
+    jax-cpu==0.4.18): the stack pins numpy<2 and says why; 0.4.26 on does not."""
+    m = load_matrix()
+    old = resolve(m, parse_spec("jax-cpu==0.4.18", m), Host())
+    assert dict(old.packages)["numpy"] == "<2"
+    assert any("needs numpy<2" in r and "trapz" in r for r in old.reasons)
+    new = resolve(m, parse_spec("jax-cpu==0.4.26", m), Host())
+    assert "numpy" not in dict(new.packages)

@@ -6,7 +6,7 @@ lock (its base made from the same snapshot) gives the same layer digests; a tamp
 or an unreachable registry gets one sentence and the contract's exit code.
 
 The lock/push/teammate chain runs on jax-cpu (conftest `built_small`): the code paths are
-the stack-independent ones a CUDA stack takes, at about a tenth of the bytes pushed, pulled
+the stack-independent ones a CUDA stack takes, at a sixth of the bytes pushed, pulled
 and built cold again. `make bench` runs the same chain on pytorch-cu121
 (bench/reproducible.py: two cold builds and a second daemon, docs/benchmarks.md)."""
 from __future__ import annotations

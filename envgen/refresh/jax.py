@@ -49,6 +49,24 @@ WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas 
             "prebuilt kernels")
 
 
+# What a release's code needs that its metadata does not state, found by building and
+# certifying (bench/release_range.py): jax-cpu==0.4.18 over the newest NumPy (2.5.5) failed
+# `import jax` with "module 'numpy' has no attribute 'trapz'" (2026-12-03); JAX 0.4.26 was
+# the first release built against NumPy 2.0 (numpy/numpy#26191, JAX's entry).
+NEEDS = [("<0.4.26", {"numpy": "<2"},
+          "inferred: jax 0.4.18's import failed over NumPy 2.5.5 (no attribute 'trapz'; "
+          "certification, 2026-12-03), and 0.4.26 is the first JAX built against NumPy 2.0 "
+          "(numpy/numpy#26191)")]
+
+
+def needs(version: Version) -> dict:
+    """The needs fields of a jax release row (NEEDS)."""
+    for spec, what, why in NEEDS:
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            return {"needs": dict(what), "needs_why": why}
+    return {}
+
+
 def cuda_rows(doc: dict) -> dict[str, list[str]]:
     """cudart version -> the CUDA releases of the matrix's cuda.yaml `doc` that ship it."""
     out: dict[str, list[str]] = {}
@@ -201,6 +219,7 @@ def derive(run: Run) -> dict:
         rows.append({"framework": "jax", "version": str(ver), "released": uploaded[:7] or None,
                      "pythons": pythons,
                      "requires_python": pure.get("requires-python") if pure else None,
+                     **needs(ver),
                      **({"license": license} if license else {}),
                      "companions": companions,
                      **({"companion_licenses": licenses} if licenses else {}),

@@ -220,6 +220,8 @@ def _packages(m: Matrix, r: FrameworkRelease, v: Variant, cand: _Candidate,
     for name, ver in r.companions:
         pins[name] = ver + local
     pins.update(dict(v.packages))
+    for name, req in r.needs:   # what its code needs that its metadata does not state
+        pins.setdefault(name, req)
     return pins
 
 
@@ -346,6 +348,9 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
     if dict(base.provides).get(fw.package):
         reasons.append(f"the base {base.name} provides {fw.package} "
                        f"{dict(base.provides)[fw.package]}; nothing is installed over it")
+    if r.needs and fw.package not in dict(base.provides):
+        reasons.append(f"{fw.package} {r.version} needs "
+                       f"{', '.join(n + spec for n, spec in r.needs)} ({r.needs_why})")
     if v.inferred_why:
         reasons.append(f"the {v.name} variant of {fw.package} {r.version} rests on inferred "
                        f"facts: {v.inferred_why}")
