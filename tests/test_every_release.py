@@ -184,3 +184,15 @@ def test_an_old_jax_gets_the_numpy_its_code_needs():
     assert any("needs numpy<2" in r and "trapz" in r for r in old.reasons)
     new = resolve(m, parse_spec("jax-cpu==0.4.26", m), Host())
     assert "numpy" not in dict(new.packages)
+
+
+@pytest.mark.parametrize("spec,cap", [("tensorflow-cpu==2.11.1", "<1.24"),
+                                      ("tensorflow-cpu==2.14.1", "<2"),
+                                      ("tensorflow-cpu==2.15.0", None)])
+def test_a_tensorflow_without_a_numpy_cap_gets_the_next_lines(spec, cap):
+    """TensorFlow 2.11 and 2.14 state no NumPy cap though the next line does (2.11.1 failed
+    import over NumPy 2.5.5): their stacks pin the cap with the reason; 2.15 states its own."""
+    m = load_matrix()
+    st = resolve(m, parse_spec(spec, m), Host())
+    assert dict(st.packages).get("numpy") == cap
+    assert any("needs numpy" in r for r in st.reasons) == (cap is not None)

@@ -59,9 +59,10 @@ NEEDS = [("<0.4.26", {"numpy": "<2"},
           "(numpy/numpy#26191)")]
 
 
-def needs(version: Version) -> dict:
-    """The needs fields of a jax release row (NEEDS)."""
-    for spec, what, why in NEEDS:
+def needs(version: Version, table=NEEDS) -> dict:
+    """The needs fields of a release row: the first entry of `table` (a jax reader's NEEDS
+    by default; tensorflow's passes its own) whose range holds `version`."""
+    for spec, what, why in table:
         if SpecifierSet(spec).contains(version, prereleases=True):
             return {"needs": dict(what), "needs_why": why}
     return {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .jax import matrix_cuda
+from .jax import matrix_cuda, needs
 from .licenses import license_of, wheel_licenses, with_license
 from .pypi import Refused, Run, best_wheels, exact_pin, newest_matching, releases, requirements
 
@@ -75,6 +75,19 @@ HEADER = """\
 # Compute capabilities: TensorFlow's .bazelrc (inferred per release). `license`: SPDX, from
 # the wheels' METADATA (envgen/refresh/licenses.py); a variant's is its nvidia-* wheels'.
 """
+
+
+# What a release's code needs that its metadata does not state (inferred): a NumPy cap that
+# the next release line states and this one lacks. tensorflow-cpu==2.11.1 over NumPy 2.5.5
+# failed `import tensorflow` ("Unable to convert function return value to a Python type",
+# certification, 2026-12-03); 2.12.0 states numpy<1.24,>=1.22. 2.14 states numpy>=1.23.5
+# with no cap, 2.15.0 states numpy<2.0.0,>=1.23.5.
+NEEDS = [("<2.12", {"numpy": "<1.24"},
+          "inferred: 2.11 states numpy>=1.20 with no cap and its import failed over NumPy "
+          "2.5.5 (certification, 2026-12-03); 2.12.0 states numpy<1.24,>=1.22"),
+         ("==2.14.*", {"numpy": "<2"},
+          "inferred: 2.14 states numpy>=1.23.5 with no cap, and 2.15.0 states "
+          "numpy<2.0.0,>=1.23.5: TensorFlow supports NumPy 2 from 2.18")]
 
 
 def _floor(run: Run, req, what: str) -> str:
@@ -205,6 +218,7 @@ def derive(run: Run) -> dict:
         rows.append({"framework": "tensorflow", "version": str(ver),
                      "released": uploaded[:7] or None, "pythons": pythons,
                      "requires_python": wheel.get("requires-python"),
+                     **needs(ver, NEEDS),
                      **({"license": license} if license else {}),
                      "companions": {"keras": keras[0]} if keras else {},
                      **({"companion_licenses": {"keras": keras[1]}}
