@@ -48,6 +48,12 @@ def test_image_runs_as_non_root_and_carries_the_stack_label(built):
     assert cfg["Labels"]["io.envgen.matrix.sha256"] == resolved["matrix_sha256"]
     r = docker("run", "--rm", "--network", "none", TAG, "id", "-u")
     assert r.stdout.strip() == "10001"
+    # nothing the image's user or another could write that the image did not mean to
+    # (uv's empty lock file in the venv was one, mode 0666, until its step removed it)
+    r = docker("run", "--rm", "--network", "none", "--user", "0", TAG, "find", "/", "-xdev",
+               "(", "-path", "/proc", "-o", "-path", "/sys", "-o", "-path", "/dev", ")",
+               "-prune", "-o", "-type", "f", "-perm", "-0002", "-print")
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout[:1000]
 
 
 def test_no_secret_reaches_any_layer(built):

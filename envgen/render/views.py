@@ -98,6 +98,9 @@ UV_STAGE = "/opt/uv"        # where the throw-away stage unpacks it
 # of one CUDA line share their lower layers, so a bake still fetches those wheels once.
 UV = (f"{UV_MOUNT}/bin/uv pip install --no-config --no-progress --python /opt/venv/bin/python "
       f"--cache-dir \"$marker.uv\" --link-mode hardlink")
+# uv locks the environment it installs into with an empty file it makes writable by all
+# (mode 0666): removed in the same step, so no layer holds a world-writable file
+VENV_LOCK = "/opt/venv/.lock"
 
 
 def _layer_of(pin: Pin, stack: Stack, base_pins: set[str]) -> int:
@@ -283,7 +286,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         # the throw-away stage that unpacks uv, when a step installs with it
         "uv_stage": buildkit and any(x["uv"] for x in layers),
         "uv": UV, "uv_version": UV_VERSION, "uv_dir": UV_DIR, "uv_target": UV_STAGE,
-        "uv_mount": UV_MOUNT,
+        "uv_mount": UV_MOUNT, "venv_lock": VENV_LOCK,
         "bootstrap_pip": BOOTSTRAP_PIP if base.kind != "framework" else PIP,
         "req_mount": REQ_MOUNT,
         "src_mount": SRC_MOUNT,
