@@ -240,7 +240,9 @@ def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():
     (torch for those built over it) and the sibling files that travel with it."""
     from envgen.matrix import load_matrix
     m = load_matrix()
-    siblings = {"_harness", "torch_smoke", "torch_habits", "envgen"}
+    # jax_smoke and tensorflow_smoke: what flax_smoke, optax_smoke and keras_smoke run
+    siblings = {"_harness", "torch_smoke", "torch_habits", "envgen", "jax_smoke",
+                "tensorflow_smoke"}
     for path in files("smoke/*_smoke.py"):
         smoke = path.name.removesuffix("_smoke.py")
         # the framework whose own payload it is: Flax and Keras stacks borrow jax's and

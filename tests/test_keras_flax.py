@@ -167,7 +167,7 @@ def test_keras_3_follows_the_framework_the_spec_names(spec, backend, base_packag
 
 def test_keras_over_jax_uses_jaxs_payload():
     assert res("jax==0.4.35,keras==3.6.0").smoke == "jax"
-    assert res("keras==3.6.0").smoke == "tensorflow"
+    assert res("keras==3.6.0").smoke == "keras"
 
 
 def test_keras_2_over_jax_is_refused_naming_the_releases_that_do():
@@ -268,3 +268,64 @@ def test_another_add_on_is_the_newest_that_leaves_the_named_base(spec, base_pin)
         row = next(r for r in M.releases_of(M.framework(name).name)
                    if r.version == dict(st.packages)[name])
         assert inside(base_pin, dict(row.requires).get(st.builds_on_package, ""))
+
+
+# ---- the matrix holds the new fields to their meaning ---------------------------------------
+
+def _validate(tmp_path, capsys, name: str, old: str, new: str) -> tuple[int, str]:
+    from pathlib import Path
+    src = Path(__file__).resolve().parents[1] / "matrices"
+    folder = tmp_path / "m"
+    folder.mkdir(parents=True)
+    for f in src.glob("*.yaml"):
+        text = f.read_text()
+        if f.name == name:
+            assert old in text
+            text = text.replace(old, new, 1)
+        (folder / f.name).write_text(text)
+    rc = main(["--matrix", str(folder), "matrix", "validate"])
+    return rc, capsys.readouterr().err
+
+
+def test_also_over_must_name_a_framework_with_stacks_of_its_own(tmp_path, capsys):
+    rc, err = _validate(tmp_path, capsys, "keras.yaml", "frameworks: [jax, pytorch]",
+                        "frameworks: [jax, flax]")
+    assert rc == 2 and "framework keras: also_over 'flax' is not a framework with stacks" in err
+
+
+def test_a_release_over_a_base_needs_a_range_of_it_stated_or_needed(tmp_path, capsys):
+    rc, err = _validate(tmp_path, capsys, "tf-keras.yaml",
+                        '  needs: {tensorflow: ">=2.14,<2.15"}\n', '  needs: {numpy: "<2"}\n')
+    assert rc == 2
+    assert "tf-keras 2.14.1: neither requires nor needs gives a tensorflow range" in err
+    assert _validate(tmp_path / "ok", capsys, "tf-keras.yaml", "", "")[0] == 0
+
+
+# ---- the payloads: the base's training, the add-on's version --------------------------------
+
+@pytest.mark.parametrize("smoke, base", [("flax", "jax"), ("optax", "jax"),
+                                         ("keras", "tensorflow")])
+def test_an_add_on_payload_compares_the_add_ons_version(smoke, base):
+    import importlib
+
+    from envgen.smoke import _harness as h
+    from envgen.smoke import payload_files
+    payload = importlib.import_module(f"envgen.smoke.{smoke}_smoke").PAYLOAD
+    assert payload_files(smoke)[:1] == (f"{smoke}_smoke.py",)
+    assert f"{base}_smoke.py" in payload_files(smoke) and "_harness.py" in payload_files(smoke)
+    rep = h.new_report(payload, "cpu")
+    rep["versions"].update({base: "9.9.9", smoke: "1.2.3"})
+    h.check_versions(rep, {"framework": "1.2.3"})
+    assert rep["checks"][-1]["passed"], rep["checks"]
+    h.check_versions(rep, {"framework": "9.9.9"})   # the base's version is not the add-on's
+    assert not rep["checks"][-1]["passed"]
+
+
+@pytest.mark.parametrize("spec, smoke, env", [
+    ("flax==0.10.2", "flax", ()), ("optax==0.2.4", "optax", ()),
+    ("keras==3.6.0", "keras", (("KERAS_BACKEND", "tensorflow"),)),
+    ("tf-keras==2.16.0", "keras", (("TF_USE_LEGACY_KERAS", "1"),)),
+])
+def test_each_add_on_stack_names_its_payload_and_environment(spec, smoke, env):
+    st = res(spec)
+    assert st.smoke == smoke and st.env == env

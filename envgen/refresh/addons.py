@@ -78,9 +78,13 @@ RANGE_FROM_BASE = {"keras"}
 # METADATA names no backend, so any release of those frameworks admits it.
 ALSO_OVER = {"keras": {"frameworks": ["jax", "pytorch"], "releases": ">=3",
                        "source": "https://keras.io/getting_started/"}}
+# tf-keras: TensorFlow 2.16 and later make tf.keras Keras 3 unless TF_USE_LEGACY_KERAS=1,
+# which makes it tf-keras (older TensorFlow ignores it).
 ENV = {"keras": {"variable": "KERAS_BACKEND",
                  "values": {"tensorflow": "tensorflow", "jax": "jax", "pytorch": "torch"},
-                 "source": "https://keras.io/getting_started/#configuring-your-backend"}}
+                 "source": "https://keras.io/getting_started/#configuring-your-backend"},
+       "tf-keras": {"variable": "TF_USE_LEGACY_KERAS", "values": {"tensorflow": "1"},
+                    "source": "https://keras.io/getting_started/#tensorflow--keras-2-backwards-compatibility"}}
 # Add-ons whose image installs an extra of their package: the reader reads Requires-Dist
 # with it, the closure resolves `package[extra]==V`. NeMo: the speech collection only; its
 # cu12/cu13/compiled extras name builds PyPI does not serve (pip then backtracks silently
@@ -371,8 +375,9 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict],
 
 # the payload that certifies an add-on, where it is another's: lightning_smoke imports
 # pytorch_lightning where the `lightning` package is absent
-SMOKE = {"pytorch-lightning": "lightning", "keras": "tensorflow", "tf-keras": "tensorflow",
-         "flax": "jax", "optax": "jax"}
+# (keras_smoke, flax_smoke, optax_smoke run their base's training and compare the add-on's
+# version; tf-keras is tf.keras where TF_USE_LEGACY_KERAS=1, so keras_smoke reads it)
+SMOKE = {"pytorch-lightning": "lightning", "tf-keras": "keras"}
 
 
 def since(files: dict, first: str | None) -> list:

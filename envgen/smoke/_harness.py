@@ -657,6 +657,22 @@ def _watchdog(rep, opts, deadline, emitted, stdout):
     return timer
 
 
+def renamed(payload, name, description):
+    """(PAYLOAD, run, main) of a payload that runs `payload`'s checks under the name `name`
+    ("flax_smoke": --expect's "framework" is then compared with versions["flax"]): a
+    framework over another whose payload already trains it (Flax and optax in jax_smoke)."""
+    own = dataclasses.replace(payload, name=name, description=description)
+
+    def run_own(options=None):
+        return run(own, options)
+
+    def main_own(argv=None, script=False):
+        if script:
+            native_stdout_to_stderr()
+        return main(own, argv, script=script)
+    return own, run_own, main_own
+
+
 def main(payload, argv=None, script=False):
     """The command line; `script`: run as a file, so --timeout counts from the harness import."""
     real_stdout = sys.stdout
