@@ -65,7 +65,8 @@ def test_the_gpu_reaches_the_container_once():
 
 
 def test_the_run_flags_and_user_are_those_certification_and_the_image_use():
-    certify_source = (ROOT / "envgen" / "certify" / "docker.py").read_text()
+    # certification's containers start through the Docker engine with the profile's flags
+    certify_source = (ROOT / "envgen" / "runtime" / "engine.py").read_text()
     assert "profile.docker_kwargs()" in certify_source
     kw = run_profile.Profile().docker_kwargs()
     assert kw["shm_size"] == "8g"

@@ -12,7 +12,7 @@ from envgen.smoke import payload_files
 
 ENVGEN = Path(__file__).resolve().parents[1] / "envgen"
 MODULES = ["resolve/stack.py", "resolve/over.py", "resolve/compat.py", "resolve/closure.py",
-           "render/views.py", "build/context.py", "build/buildkit.py", "certify/docker.py",
+           "render/views.py", "build/context.py", "build/buildkit.py", "certify/run.py",
            "lock/write.py", "lock/verify.py", "diff.py",
            "doctor.py", "commands/build.py", "commands/certify.py", "commands/lock.py"]
 M = load_matrix()

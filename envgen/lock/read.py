@@ -10,8 +10,10 @@ from pathlib import Path
 from ..certs.certificate import intrinsic_problem
 from ..core.errors import InputError, MatrixError
 from ..core.files import read_regular
-from ..matrix.wire import IMAGE_ID, NAME, _check, _req, stack_problems
-from ..resolve.closure import parse_pin
+from ..matrix import schema
+from ..matrix.forms import errors, sentence
+from ..matrix.wire import ONE_LINE, stack_problems
+from ..resolve import closure
 
 MAX_LOCK_BYTES = 64 * 1024 * 1024
 
@@ -23,74 +25,184 @@ def _line_of(text: str, needle: str) -> int | None:
     return text.count("\n", 0, i) + 1 if i >= 0 else None
 
 
+def _whole(pattern) -> str:
+    return f"^(?:{pattern.pattern})$"
+
+
+_SHA = {"type": "string", "pattern": r"^sha256:[0-9a-f]{64}$"}
+_TOKEN = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9:.+_-]{0,63}$"}
+_REFERENCE = {"type": ["string", "null"], "maxLength": 255,   # a docker reference's words
+              "pattern": r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$"}
+# the file as a whole; a stack's entry is ENTRY, its stack wire.STACK
+LOCK = {
+    "type": "object", "message": "a lock file must be a JSON object",
+    "yaml": False,
+    "required": ["lock_version", "created", "matrix_sha256", "stacks"],
+    "properties": {
+        "lock_version": {"const": LOCK_VERSION, "message": "lock_version {value} is not "
+                         f"supported (this envgen reads {LOCK_VERSION})"},
+        "created": {**_TOKEN, "message": "created {value} is not a time like "
+                                         "2026-12-01T09:40:00Z"},
+        "matrix_sha256": {**_TOKEN, "message": "matrix_sha256 {value} is not a sha256"},
+        "stacks": {"type": "object", "message": "'stacks' must be an object of stack name → "
+                                                "entry"},
+    },
+}
+# requirements[i]'s messages are said after its place (requirements[3].name ...)
+_REQUIREMENT = {
+    "type": "object", "message": " must be an object",
+    "required": ["name", "version", "hashes"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": _whole(closure.NAME),
+                 "message": ".name is not a distribution name"},
+        "version": {"type": "string", "pattern": _whole(closure.VERSION),
+                    "message": ".version is not a version"},
+        "file": {"type": ["string", "null"], "pattern": _whole(closure.FILENAME),
+                 "message": ".file is not a wheel or sdist file name"},
+        "hashes": {"type": "array", "maxItems": 1,
+                   "message": ".hashes must be a list of at most one sha256",
+                   "items": {**_SHA, "message": ".hashes[0] must be sha256:<64 hex digits>"}},
+        "hash_note": {"type": ["string", "null"], "maxLength": 400, "pattern": ONE_LINE,
+                      "message": ".hash_note must be one short line"},
+    },
+}
+ENTRY = {
+    "type": "object", "message": "the entry must be an object",
+    "yaml": False,
+    "required": ["stack", "image", "base", "requirements"],
+    "additionalProperties": False,
+    "properties": {
+        "stack": {"type": "object", "message": "'stack' must be an object"},   # wire.STACK
+        "image": {
+            "type": "object", "message": "'image' must be an object",
+            "required": ["id", "tag"], "additionalProperties": False,
+            "properties": {
+                "id": {**_SHA, "message": "image.id must be sha256:<64 hex digits>"},
+                "tag": {**_REFERENCE, "message": "image.tag is not a tag of at most 255 "
+                                                 "characters"},
+                "pinned": {**_REFERENCE, "message": "image.pinned is not a pinned reference"},
+                "repo_digests": {"type": "array", "message": "image.repo_digests must be "
+                                                             "repository@sha256 references",
+                                 "items": {"type": "string", "maxLength": 399, "pattern":
+                                           r"^[A-Za-z0-9][A-Za-z0-9._/:-]*"
+                                           r"@sha256:[0-9a-f]{64}$"}},
+                "content": {**_SHA, "type": ["string", "null"],
+                            "message": "image.content must be sha256:<64 hex digits>"},
+                "layers": {"type": "array", "items": _SHA,
+                           "message": "image.layers must be sha256 layer digests"}}},
+        "base": {
+            "type": "object", "message": "'base' must be an object",
+            "additionalProperties": False,
+            "properties": {
+                "reference": {**schema.IMAGE, "type": ["string", "null"],
+                              "message": "base.reference is not an image reference"},
+                "name": {**_REFERENCE, "message": "base.name is not an image reference"},
+                "id": {**_SHA, "type": ["string", "null"],
+                       "message": "base.id must be sha256:<64 hex digits>"}}},
+        "python": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "message": "python must be {{version: X.Y.Z, tag: a wheel tag}} or null",
+            "properties": {
+                "version": {"type": ["string", "null"],
+                            "pattern": r"^3\.[0-9]{1,2}(\.[0-9]{1,3})?$"},
+                "tag": {"type": ["string", "null"],
+                        "pattern": r"^[A-Za-z0-9_.]{1,60}(-[A-Za-z0-9_.]{1,60}){2}$"}}},
+        "closure": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "required": ["key", "resolver", "created"],
+            "message": "closure must be null or {{key, resolver, created}} as a closure has them",
+            "properties": {
+                "key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "resolver": {"type": "string", "maxLength": 200,
+                             "pattern": r"^(?!-)[^\x00-\x1f\x7f]*$"},
+                "created": {"type": "string",
+                            "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"}}},
+        "requirements": {"type": "array", "message": "'requirements' must be a list",
+                         "items": _REQUIREMENT},
+        "unlocked": {"type": "array", "items": schema.NAME,
+                     "message": "unlocked must be a list of package names"},
+        "certificate": {   # a summary beside the whole certificate, judged as every door does
+            "type": ["object", "null"], "message": "'certificate' must be an object or null",
+            "required": ["image_id", "passed"],
+            "properties": {
+                "image_id": {**_SHA, "message": "certificate.image_id must be sha256:<64 hex "
+                                                "digits>"},
+                "passed": {"type": "boolean", "message": "certificate.passed must be true or "
+                                                        "false"},
+                "level": {"enum": ["cuda", "cpu", "multi-gpu", None],
+                          "message": "certificate.level is not a certification level"},
+                "gpus": {"type": "array", "message": "certificate: its gpus summary is not a "
+                                                     "list of GPU names",
+                         "items": {"type": "string", "pattern": r"^[\x20-\x7e]*$"}}}},
+    },
+}
+_FIRST = ("stack", "image", "base", "requirements")   # their form is judged alone, first
+
+
+def _said(err, schema_: dict) -> list[str]:
+    """The problems one error of ENTRY or LOCK says: each missing key as such, a
+    requirement's after its place."""
+    path = list(err.absolute_path)
+    if err.validator == "required" and len(path) <= 1 and path != ["certificate"]:
+        return [f"missing key {'.'.join(map(str, [*path, k]))!r}"
+                for k in err.validator_value if k not in err.instance]
+    if err.validator == "required" and path[:1] == ["requirements"]:
+        return [f"requirements[{path[1]}] needs 'name', 'version' and 'hashes'"]
+    said = sentence(err, schema_)
+    if path[:1] == ["requirements"] and len(path) > 1:
+        return [f"requirements[{path[1]}]{said}"]
+    if err.validator == "additionalProperties":
+        return [f"{'.'.join(map(str, path)) or 'the entry'}: {said}"]
+    return [said]
+
+
 def entry_problems(name, entry) -> list[str]:
-    p: list[str] = []
-    if not _req(name, NAME):
+    """What is wrong with one stack's entry of a lock: its name, ENTRY's form, the stack's
+    (wire.STACK), and what a schema cannot say (a docker reference's grammar, a pin with
+    neither a sha256 nor a note why, the whole certificate as the store judges it)."""
+    if not (isinstance(name, str) and _matches(schema.NAME, name)):
         return ["the stack name must be a plain name (letters, digits, . _ + -)"]
-    if not isinstance(entry, dict):
-        return ["the entry must be an object"]
-    for key, kind in (("stack", dict), ("image", dict), ("base", dict),
-                      ("requirements", list)):
-        if not isinstance(entry.get(key), kind):
-            p.append(f"missing key {key!r}" if key not in entry else
-                     f"{key!r} must be a{'n object' if kind is dict else ' list'}")
-    if p:
-        return p
-    p += stack_problems(entry["stack"])
+    found = errors(entry, ENTRY)
+    first = [e for e in found if not e.absolute_path or
+             (len(e.absolute_path) == 1 and e.absolute_path[0] in _FIRST)]
+    if first:
+        return list(dict.fromkeys(s for e in first for s in _said(e, ENTRY)))
+    p = stack_problems(entry["stack"])
+    p += [s for e in found for s in _said(e, ENTRY)]
     img = entry["image"]
-    for key in ("id", "tag"):
-        if key not in img:
-            p.append(f"missing key 'image.{key}'")
-    _check(p, _req(img.get("id"), IMAGE_ID), "image.id must be sha256:<64 hex digits>")
     from ..core.image import parse_pinned, parse_tagged
-    _check(p, not isinstance(img.get("tag"), str) or len(img["tag"]) <= 255,
-           "image.tag is longer than 255 characters")
     for key, parse in (("tag", parse_tagged), ("pinned", parse_pinned)):
-        if img.get(key) is not None:
+        if isinstance(img.get(key), str):
             try:
                 parse(img[key])
             except InputError as e:
                 p.append(f"image.{key}: {e.message}")
-    digests = img.get("repo_digests", [])
-    _check(p, isinstance(digests, list) and all(isinstance(d, str) and len(d) < 400 and
-                                                "@sha256:" in d for d in digests),
-           "image.repo_digests must be repository@sha256 references")
-    _check(p, img.get("content") is None or _req(img["content"], IMAGE_ID),
-           "image.content must be sha256:<64 hex digits>")
-    layers = img.get("layers", [])
-    _check(p, isinstance(layers, list) and all(_req(x, IMAGE_ID) for x in layers),
-           "image.layers must be sha256 layer digests")
-
-    def bad(what):
-        return InputError(what)
     for i, req in enumerate(entry["requirements"]):
-        if isinstance(req, dict) and not all(k in req for k in ("name", "version", "hashes")):
-            p.append(f"requirements[{i}] needs 'name', 'version' and 'hashes'")
-            continue
-        try:
-            parse_pin(req, f"requirements[{i}]", bad)
-        except InputError as e:
-            p.append(e.message)
+        if isinstance(req, dict) and req.get("hashes") == [] and not req.get("hash_note"):
+            p.append(f"requirements[{i}]: {str(req.get('name'))[:60]} has no sha256 and no "
+                     f"hash_note saying why")
     cert = entry.get("certificate")
-    if cert is not None:
-        if not isinstance(cert, dict):
-            p.append("'certificate' must be an object or null")
-        else:
-            _check(p, _req(cert.get("image_id"), IMAGE_ID),
-                   "certificate.image_id must be sha256:<64 hex digits>")
-            _check(p, isinstance(cert.get("passed"), bool), "certificate.passed must be "
-                                                            "true or false")
-            _check(p, cert.get("level") in ("cuda", "cpu", "multi-gpu", None),
-                   "certificate.level is not a certification level")
-            if not p:   # the whole certificate, judged as every door of the store judges it
-                why = intrinsic_problem(cert)
-                gpus = cert.get("gpus", [])
-                if why is None and not (isinstance(gpus, list) and all(
-                        isinstance(g, str) and g.isprintable() and g.isascii() for g in gpus)):
-                    why = "its gpus summary is not a list of GPU names"
-                if why:
-                    p.append(f"certificate: {why}")
-    return p
+    if cert is not None and not p:   # the whole certificate, as every door of the store
+        why = intrinsic_problem(cert)
+        if why:
+            p.append(f"certificate: {why}")
+    return list(dict.fromkeys(p))
+
+
+def _top_key(err) -> str:
+    """The lock file's key a problem of LOCK is about (the first, for a non-object)."""
+    if err.absolute_path:
+        return err.absolute_path[0]
+    if err.validator == "required":
+        return min(set(err.validator_value) - set(err.instance), key=LOCK["required"].index)
+    return LOCK["required"][0]
+
+
+def _matches(fragment: dict, value: str) -> bool:
+    import re
+    body = fragment["pattern"].removeprefix("^").removesuffix("$").removesuffix(r"\Z")
+    return re.fullmatch(body, value) is not None
 
 
 class _LongNumber(ValueError):
@@ -117,18 +229,12 @@ def parse_lock(text: str, name: str) -> dict:
     except RecursionError:
         raise InputError("not a valid lock file: nested too deeply", file=name,
                          line=1) from None
-    if not isinstance(data, dict):
-        raise InputError("a lock file must be a JSON object", file=name, line=1)
-    for key in ("lock_version", "created", "matrix_sha256", "stacks"):
-        if key not in data:
-            raise InputError(f"missing key {key!r}", file=name, line=1)
-    if data["lock_version"] != LOCK_VERSION:
-        raise InputError(f"lock_version {repr(data['lock_version'])[:20]} is not supported "
-                         f"(this envgen reads {LOCK_VERSION})", file=name,
-                         line=_line_of(text, '"lock_version"'))
-    if not isinstance(data["stacks"], dict):
-        raise InputError("'stacks' must be an object of stack name → entry", file=name,
-                         line=_line_of(text, '"stacks"'))
+    found = errors(data, LOCK)
+    if found:   # the first key's problem, at its line (a missing key's at line 1)
+        e = min(found, key=lambda e: LOCK["required"].index(_top_key(e)))
+        where = list(e.absolute_path)
+        raise InputError(_said(e, LOCK)[0], file=name,
+                         line=_line_of(text, json.dumps(where[0])) if where else 1)
     problems = []
     for stack, entry in data["stacks"].items():
         shown = repr(stack)[:60]

@@ -33,7 +33,9 @@ def _shown(value) -> str:
 def sentence(err, schema: dict) -> str:
     """A problem as its schema words it: the `message` of the deepest schema node on the
     way to what failed (formatted with the value, shown short), else as the matrix's
-    problems read (schema._describe). A missing key is worded by its own node, value None."""
+    problems read (schema._describe). A missing key is worded by its own node, value None.
+    A number where a string goes is said to be YAML's reading unless the schema says
+    `"yaml": False` (a JSON form)."""
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(known))
@@ -58,7 +60,7 @@ def sentence(err, schema: dict) -> str:
     if not msg:
         return _describe(err)
     said = msg.format(value=_shown(value))
-    if err.validator == "type" and "string" in err.validator_value \
+    if err.validator == "type" and "string" in err.validator_value and schema.get("yaml", 1) \
             and isinstance(value, (int, float)) and not isinstance(value, bool):
         said += f" (quote it: YAML reads {value!r} as a number)"
     return said

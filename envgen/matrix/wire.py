@@ -13,149 +13,210 @@ from . import schema
 
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
-
-def _pattern(spec: dict) -> re.Pattern:
-    return re.compile(spec["pattern"].removeprefix("^").removesuffix("$").removesuffix(r"\Z"))
-NAME = _pattern(schema.NAME)
-VERSION = _pattern(schema.VERSION)
-PYTHON = _pattern(schema.PYTHON)
-IMAGE = _pattern(schema.IMAGE)
-CUDA = _pattern(schema.CUDA_VER)
-DRIVER = _pattern(schema.DRIVER)
-CC = _pattern(schema.CC)
-URL = _pattern(schema.URL)
-SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
-GLIBC = re.compile(r"2\.[0-9]{2}")
-PIN_SPEC = _pattern(schema.PIN_SPEC)
-BUILD_ENV_NAME = _pattern(schema.BUILD_ENV_NAME)
-EXTRA = _pattern(schema.EXTRA)
-BUILD_ENV_VALUE = _pattern(schema.BUILD_ENV_VALUE)
+# a project file's layer (resolve/project.py reads the file with these)
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+_PIP_NAME, _PIP_VERSION = r"[A-Za-z0-9][A-Za-z0-9._-]{0,98}", r"[0-9][0-9A-Za-z.+!_-]{0,59}"
+PROJECT_PIP = re.compile(rf"({_PIP_NAME})\s*==\s*({_PIP_VERSION})")
+PROJECT_APT = re.compile(r"[a-z0-9][a-z0-9+.-]{0,62}")
+PROJECT_REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127}"
+                         r"(/[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127})*/?")
+PROJECT_MAX_FILES = 2000
+PROJECT_MAX_ARGS = 64
 
 
-def _check(problems: list, ok: bool, what: str) -> None:
-    if not ok:
-        problems.append(what)
+def _whole(pattern: re.Pattern | str) -> str:
+    """A regular expression as a schema's whole-value pattern."""
+    return f"^(?:{getattr(pattern, 'pattern', pattern)})$"
 
 
-def _opt(value, pattern: re.Pattern) -> bool:
-    return value is None or (isinstance(value, str) and pattern.fullmatch(value) is not None)
+def _says(fragment: dict, message: str, null: bool = False) -> dict:
+    """A matrix fragment (schema.py) worded as this form words it; `null`: or null."""
+    node = {**fragment, "message": message}
+    if null:
+        node["type"] = [fragment["type"], "null"]
+    return node
 
 
-def _req(value, pattern: re.Pattern) -> bool:
-    return isinstance(value, str) and pattern.fullmatch(value) is not None
+def _or_empty(fragment: dict, message: str) -> dict:
+    """A fragment's string, "" or null."""
+    body = fragment["pattern"].removeprefix("^").removesuffix("$").removesuffix(r"\Z")
+    return {"type": ["string", "null"], "pattern": f"^(?:{body})?$", "message": message}
+
+
+def _names(message: str = "", null: bool = False, least: int = 0) -> dict:
+    return {"type": ["array", "null"] if null else "array", "items": schema.NAME,
+            "minItems": least, **({"message": message} if message else {})}
+
+
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"   # no control character: nothing starts a new line
+_PROJECT = {   # a project file's layer (envgen.yaml) as the Stack carries it
+    "type": ["object", "null"],
+    "message": "stack.project must be an object of name, pip, apt, files and smoke",
+    "propertyNames": {"enum": ["name", "pip", "apt", "files", "smoke"]},
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "pattern": _whole(PROJECT_NAME),
+                 "message": "stack.project.name is not a name"},
+        "pip": {"type": "object", "message": "stack.project.pip must map names to exact "
+                                             "versions",
+                "propertyNames": {"pattern": _whole(_PIP_NAME)},
+                "additionalProperties": {"type": "string", "pattern": _whole(_PIP_VERSION)}},
+        "apt": {"type": "array", "message": "stack.project.apt must be Debian package names",
+                "items": {"type": "string", "pattern": _whole(PROJECT_APT)}},
+        "files": {"type": "array", "maxItems": PROJECT_MAX_FILES,
+                  "message": "stack.project.files must be {{src, dest, sha256, mode}} of "
+                             "relative paths",
+                  "items": {"type": "object", "required": ["src", "dest", "sha256", "mode"],
+                            "propertyNames": {"enum": ["src", "dest", "sha256", "mode"]},
+                            "properties": {
+                                **{k: {"type": "string", "pattern":   # no `..` folder
+                                       r"^(?!(.*/)?\.\.(/|$))" + _whole(PROJECT_REL)[1:]}
+                                   for k in ("src", "dest")},
+                                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                "mode": {"enum": ["644", "755"]}}}},
+        "smoke": {"type": "array", "maxItems": PROJECT_MAX_ARGS,
+                  "message": "stack.project.smoke must be a list of one-line arguments",
+                  "items": {"type": "string", "minLength": 1, "maxLength": 1000,
+                            "pattern": ONE_LINE}},
+    },
+}
+_VERSION_OR_RANGE = {"anyOf": [schema.VERSION, schema.PIN_SPEC]}
+_ENV_VALUE = {**schema.BUILD_ENV_VALUE, "not": {"pattern": "^-"}}   # never an option
+# the keys a missing one of which is said as such; any other is worded by its own node
+MISSING_SAID = ("stack", "framework", "packages", "python", "base", "driver", "wheel_source")
+STACK = {   # the Stack's JSON form (core/model.py Stack.to_json), every value as a matrix's
+    "type": "object", "message": "'stack' must be an object",
+    "yaml": False,
+    "required": [*MISSING_SAID, "smoke"],
+    "additionalProperties": False,
+    "properties": {
+        "stack": _says(schema.NAME, "stack.stack is not a stack name"),
+        "framework": {
+            "type": "object", "message": "stack.framework must be an object",
+            "required": ["name", "package", "variant", "version"],
+            "additionalProperties": False,
+            "properties": {
+                **{k: _says(schema.NAME, f"stack.framework.{k} is not a name")
+                   for k in ("name", "package", "variant")},
+                "version": _says(schema.VERSION, "stack.framework.version is not a version"),
+                **{k: _names(f"stack.framework.{k} must be names")
+                   for k in ("companions", "addons")},
+                "builds_on": {"type": ["object", "null"], "required": ["name", "package"],
+                              "additionalProperties": False,
+                              "properties": {"name": schema.NAME, "package": schema.NAME},
+                              "message": "stack.framework.builds_on must be null or "
+                                         "{{name, package}}"}}},
+        "packages": {"type": "object", "message": "stack.packages must be an object",
+                     "propertyNames": {**schema.NAME,
+                                       "message": "stack.packages has an invalid pin {value}"},
+                     "additionalProperties": {**_VERSION_OR_RANGE, "message":
+                                              "stack.packages has an invalid pin {value}"}},
+        "python": _says(schema.PYTHON, "stack.python is not a Python version"),
+        **{k: _says(schema.CUDA_VER, f"stack.{k} is not a version", null=True)
+           for k in ("cuda", "cuda_release")},
+        **{k: _says(schema.VERSION, f"stack.{k} is not a version", null=True)
+           for k in ("cudnn", "nccl")},
+        "ptx": _says(schema.CC, "stack.ptx is not a version", null=True),
+        "base": {
+            "type": "object", "message": "stack.base must be an object",
+            "required": ["name", "kind", "image", "python"],
+            "additionalProperties": False,
+            "properties": {
+                "name": _says(schema.NAME, "stack.base.name is not a name"),
+                "kind": {"enum": ["local", "registry", "framework"],
+                         "message": "stack.base.kind must be local, registry or framework"},
+                "image": _says(schema.IMAGE, "stack.base.image is not an image reference"),
+                "suite": _says(schema.NAME, "stack.base.suite is not a suite name", null=True),
+                "snapshot": {"type": ["string", "null"], "pattern": r"^[0-9]{8}T[0-9]{6}Z$",
+                             "message": "stack.base.snapshot is not a snapshot"},
+                "digest": {**schema.DIGEST, "message": "stack.base.digest is not a sha256 "
+                                                       "digest"},
+                "python": _says(schema.PYTHON, "stack.base.python is not a Python version"),
+                "glibc": _or_empty({"pattern": r"^2\.[0-9]{2}$"},
+                                   "stack.base.glibc is not a glibc version"),
+                "cuda": _says(schema.CUDA_VER, "stack.base.cuda is not a CUDA version",
+                              null=True),
+                "os": _or_empty(schema.NAME, "stack.base.os is not a name"),
+                "arch": {"enum": ["", "arm64"], "message": "stack.base.arch must be arm64 or "
+                                                           "absent"},
+                "cuda_compat": {"type": "boolean",
+                                "message": "stack.base.cuda_compat must be true or false"},
+                "provides": {"type": ["object", "null"], "propertyNames": schema.NAME,
+                             "additionalProperties": schema.VERSION,
+                             "message": "stack.base.provides must map names to versions"}},
+            # a local base is made from a Debian suite's snapshot
+            "if": {"required": ["kind"], "properties": {"kind": {"const": "local"}}},
+            "then": {"required": ["suite"], "properties": {"suite": {"minLength": 1}},
+                     "message": "stack.base: a local base needs a suite"}},
+        "wheel_source": _says(schema.NAME, "stack.wheel_source is not a name"),
+        "index_url": _says(schema.URL, "stack.index_url is not a plain URL", null=True),
+        "driver": {"type": "object", "message": "stack.driver must be an object",
+                   "additionalProperties": False,
+                   "properties": {k: _says(schema.DRIVER, f"stack.driver.{k} is not a driver "
+                                                          f"version", null=True)
+                                  for k in ("minimum", "toolkit")}},
+        "require_cuda": {"type": ["string", "null"],
+                         "pattern": r"^[a-z0-9][a-z0-9 ,.<>=_-]{0,299}$",
+                         "message": "stack.require_cuda has characters it cannot hold"},
+        "compute_capabilities": {"type": "array", "items": schema.CC,
+                                 "message": "stack.compute_capabilities must be X.Y values"},
+        "forward_compat": {"type": "boolean",
+                           "message": "stack.forward_compat must be true or false"},
+        "smoke": _says(schema.NAME, "stack.smoke is not a payload name"),
+        "reasons": {"type": "array", "message": "stack.reasons must be one-line sentences",
+                    "items": {"type": "string", "maxLength": 499, "pattern": ONE_LINE}},
+        "matrix_sha256": {"type": "string", "pattern": "^([0-9a-f]{64})?$",
+                          "message": "stack.matrix_sha256 is not a sha256"},
+        # absent in locks written before it; an SPDX expression (checked below)
+        "licenses": {"type": "string", "maxLength": 300,
+                     "message": "stack.licenses is not an SPDX licence expression"},
+        "from_source": {"type": ["object", "null"], "required": ["packages"],
+                        "additionalProperties": False,
+                        "message": "stack.from_source must be {{packages: [names], env: "
+                                   "{{NAME: value}}}} with plain names and values",
+                        "properties": {"packages": _names(least=1),
+                                       "env": {"type": "object",
+                                               "propertyNames": schema.BUILD_ENV_NAME,
+                                               "additionalProperties": _ENV_VALUE}}},
+        "extras": {"type": ["object", "null"], "minProperties": 1,
+                   "propertyNames": schema.NAME, "additionalProperties": schema.EXTRA,
+                   "message": "stack.extras must map package names to an extra name "
+                              "([a-z0-9-], not starting with -, at most 40 characters)"},
+        "unpinned": _names("stack.unpinned must be a list of package names", null=True,
+                           least=1),
+        "env": {"type": "object", "propertyNames": schema.BUILD_ENV_NAME,
+                "additionalProperties": _ENV_VALUE,
+                "message": "stack.env must map variable names to plain values"},
+        "project": _PROJECT,
+        # absent from amd64 stacks and from every label, lock and certificate before it
+        "platform": {"enum": list(PLATFORMS),
+                     "message": f"stack.platform must be {' or '.join(PLATFORMS)}"},
+    },
+}
 
 
 def stack_problems(data) -> list[str]:
-    """What is wrong with a lock's `stack` object; [] when it is a resolved stack whose
-    every value could have come from a valid matrix."""
-    p: list[str] = []
+    """What is wrong with a `stack` object read back (a lock's, a label's, a
+    certificate's); [] when it is a resolved stack whose every value could have come from a
+    valid matrix. STACK says most; the code below what a schema cannot."""
+    from .forms import errors, sentence
     if not isinstance(data, dict):
         return ["'stack' must be an object"]
-    missing = [k for k in ("stack", "framework", "packages", "python", "base", "driver",
-                           "wheel_source") if k not in data]
+    found = errors(data, STACK)
+    missing = [f"missing key 'stack.{k}'" for e in found if e.validator == "required"
+               and not e.absolute_path for k in sorted(set(e.validator_value) - set(data))
+               if k in MISSING_SAID]
     if missing:
-        return [f"missing key 'stack.{k}'" for k in missing]
-    _check(p, _req(data.get("stack"), NAME), "stack.stack is not a stack name")
-    _check(p, _req(data.get("python"), PYTHON), "stack.python is not a Python version")
-    for key, pat in (("cuda", CUDA), ("cuda_release", CUDA), ("cudnn", VERSION),
-                     ("nccl", VERSION), ("ptx", CC)):
-        _check(p, _opt(data.get(key), pat), f"stack.{key} is not a version")
-    _check(p, _opt(data.get("index_url"), URL), "stack.index_url is not a plain URL")
-    _check(p, _req(data.get("wheel_source"), NAME), "stack.wheel_source is not a name")
-    _check(p, _req(data.get("smoke"), NAME), "stack.smoke is not a payload name")
-    # absent from amd64 stacks and from every label, lock and certificate written before it
-    _check(p, data.get("platform", "linux/amd64") in PLATFORMS,
-           f"stack.platform must be {' or '.join(PLATFORMS)}")
-    lic = data.get("licenses", "")   # absent in locks written before it
-    _check(p, lic == "" or schema.canonical_license(lic) == lic,
-           "stack.licenses is not an SPDX licence expression")
-    fw = data.get("framework")
-    if isinstance(fw, dict):
-        for key in ("name", "package", "variant"):
-            _check(p, _req(fw.get(key), NAME), f"stack.framework.{key} is not a name")
-        _check(p, _req(fw.get("version"), VERSION), "stack.framework.version is not a version")
-        for key in ("companions", "addons"):
-            names = fw.get(key, [])
-            _check(p, isinstance(names, list) and all(_req(c, NAME) for c in names),
-                   f"stack.framework.{key} must be names")
-        on = fw.get("builds_on")
-        _check(p, on is None or isinstance(on, dict) and _req(on.get("name"), NAME)
-               and _req(on.get("package"), NAME),
-               "stack.framework.builds_on must be null or {name, package}")
-    else:
-        p.append("stack.framework must be an object")
-    pkgs = data.get("packages")
-    if isinstance(pkgs, dict):
-        for n, v in pkgs.items():
-            _check(p, _req(n, NAME) and (_req(v, VERSION) or _req(v, PIN_SPEC)),
-                   f"stack.packages has an invalid pin {str(n)[:40]!r}")
-    else:
-        p.append("stack.packages must be an object")
-    drv = data.get("driver")
-    if isinstance(drv, dict):
-        for key in ("minimum", "toolkit"):
-            _check(p, _opt(drv.get(key), DRIVER), f"stack.driver.{key} is not a driver version")
-    else:
-        p.append("stack.driver must be an object")
-    ccs = data.get("compute_capabilities", [])
-    _check(p, isinstance(ccs, list) and all(_req(c, CC) for c in ccs),
-           "stack.compute_capabilities must be X.Y values")
-    rc = data.get("require_cuda")
-    _check(p, rc is None or (isinstance(rc, str) and re.fullmatch(r"[a-z0-9 ,.<>=_-]{1,300}", rc)
-                             is not None), "stack.require_cuda has characters it cannot hold")
-    reasons = data.get("reasons", [])
-    _check(p, isinstance(reasons, list) and all(
-        isinstance(r, str) and len(r) < 500 and not any(ord(ch) < 32 for ch in r)
-        for r in reasons), "stack.reasons must be one-line sentences")
-    base = data.get("base")
-    if isinstance(base, dict):
-        _check(p, _req(base.get("name"), NAME), "stack.base.name is not a name")
-        _check(p, base.get("kind") in ("local", "registry", "framework"),
-               "stack.base.kind must be local, registry or framework")
-        _check(p, _req(base.get("image"), IMAGE), "stack.base.image is not an image reference")
-        _check(p, _opt(base.get("suite"), NAME), "stack.base.suite is not a suite name")
-        _check(p, _opt(base.get("snapshot"), SNAPSHOT), "stack.base.snapshot is not a snapshot")
-        _check(p, _opt(base.get("digest"), IMAGE_ID), "stack.base.digest is not a sha256 digest")
-        _check(p, _req(base.get("python"), PYTHON), "stack.base.python is not a Python version")
-        _check(p, base.get("glibc") in (None, "") or _req(base.get("glibc"), GLIBC),
-               "stack.base.glibc is not a glibc version")
-        _check(p, _opt(base.get("cuda"), CUDA), "stack.base.cuda is not a CUDA version")
-        _check(p, base.get("os") in (None, "") or _req(base.get("os"), NAME),
-               "stack.base.os is not a name")
-        _check(p, base.get("arch", "") in ("", "arm64"), "stack.base.arch must be arm64 "
-               "or absent")
-        _check(p, (base.get("arch") == "arm64") == (data.get("platform") == "linux/arm64"),
-               "stack.base.arch and stack.platform disagree")
-        prov = base.get("provides") or {}
-        _check(p, isinstance(prov, dict) and all(_req(n, NAME) and _req(v, VERSION)
-                                                 for n, v in prov.items()),
-               "stack.base.provides must map names to versions")
-        if base.get("kind") == "local" and not base.get("suite"):
-            p.append("stack.base: a local base needs a suite")
-    else:
-        p.append("stack.base must be an object")
-    src = data.get("from_source")
-    if src is not None:
-        _check(p, isinstance(src, dict) and set(src) <= {"packages", "env"}
-               and isinstance(src.get("packages"), list) and src["packages"]
-               and all(_req(n, NAME) for n in src["packages"])
-               and isinstance(src.get("env", {}), dict)
-               and all(_req(k, BUILD_ENV_NAME) and _req(v, BUILD_ENV_VALUE)
-                       for k, v in src.get("env", {}).items()),
-               "stack.from_source must be {packages: [names], env: {NAME: value}} with "
-               "plain names and values")
-    extras = data.get("extras")
-    if extras is not None:
-        _check(p, isinstance(extras, dict) and extras
-               and all(_req(n, NAME) and _req(e, EXTRA) for n, e in extras.items()),
-               "stack.extras must map package names to an extra name ([a-z0-9-], not starting "
-               "with -, at most 40 characters)")
-    unpinned = data.get("unpinned")
-    _check(p, unpinned is None or (isinstance(unpinned, list) and unpinned
-                                   and all(_req(n, NAME) for n in unpinned)),
-           "stack.unpinned must be a list of package names")
-    if data.get("project") is not None:
-        p += layer_problems(data["project"])
+        return missing
+    p = list(dict.fromkeys(
+        (f"{'.'.join(map(str, ['stack', *e.absolute_path]))}: " if e.validator ==
+         "additionalProperties" else "") + sentence(e, STACK) for e in found))
+    lic, base = data.get("licenses", ""), data.get("base")
+    if isinstance(lic, str) and lic and schema.canonical_license(lic) != lic:
+        p.append("stack.licenses is not an SPDX licence expression")
+    if isinstance(base, dict) and \
+            (base.get("arch") == "arm64") != (data.get("platform") == "linux/arm64"):
+        p.append("stack.base.arch and stack.platform disagree")
     if not p:
         try:
             Stack.from_json(data)
@@ -170,7 +231,6 @@ def stack_from_labels(labels: dict, what: str) -> Stack:
     if "io.envgen.stack" not in labels:
         raise InputError(f"{what} has no io.envgen.stack label: it was not built by "
                          f"envgen, so there is no stack to certify against")
-    from ..matrix.wire import stack_problems
     raw = labels["io.envgen.stack"]
     try:
         data = json.loads(raw) if isinstance(raw, str) and len(raw) < 1 << 20 else None
@@ -181,50 +241,3 @@ def stack_from_labels(labels: dict, what: str) -> Stack:
         raise InputError(f"{what}: its io.envgen.stack label is not a stack envgen "
                          f"wrote ({problems[0]})")
     return Stack.from_json(data)
-
-
-# a project file's layer (resolve/project.py reads the file with these)
-PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
-PROJECT_PIP = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,98})\s*==\s*"
-                         r"([0-9][0-9A-Za-z.+!_-]{0,59})")
-PROJECT_APT = re.compile(r"[a-z0-9][a-z0-9+.-]{0,62}")
-PROJECT_REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127}"
-                         r"(/[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127})*/?")
-PROJECT_MAX_FILES = 2000
-PROJECT_MAX_ARGS = 64
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def layer_problems(data) -> list[str]:
-    """What is wrong with a stack's `project` object read from a lock or a label; [] when
-    every value is one a project file could have given."""
-    if not isinstance(data, dict) or set(data) - {"name", "pip", "apt", "files", "smoke"}:
-        return ["stack.project must be an object of name, pip, apt, files and smoke"]
-    p = []
-    if not (isinstance(data.get("name"), str) and PROJECT_NAME.fullmatch(data["name"])):
-        p.append("stack.project.name is not a name")
-    pip = data.get("pip", {})
-    if not isinstance(pip, dict) or not all(
-            isinstance(n, str) and isinstance(v, str) and PROJECT_PIP.fullmatch(f"{n}=={v}")
-            for n, v in pip.items()):
-        p.append("stack.project.pip must map names to exact versions")
-    apt = data.get("apt", [])
-    if not isinstance(apt, list) or not all(isinstance(a, str) and PROJECT_APT.fullmatch(a)
-                                            for a in apt):
-        p.append("stack.project.apt must be Debian package names")
-    files = data.get("files", [])
-    ok = isinstance(files, list) and len(files) <= PROJECT_MAX_FILES
-    for f in files if ok else ():
-        ok = ok and isinstance(f, dict) and set(f) == {"src", "dest", "sha256", "mode"} and \
-            all(isinstance(f[k], str) for k in f) and all(
-                PROJECT_REL.fullmatch(f[k]) and ".." not in f[k].split("/")
-                for k in ("src", "dest")) \
-            and _SHA256.fullmatch(f["sha256"]) is not None and f["mode"] in ("644", "755")
-    if not ok:
-        p.append("stack.project.files must be {src, dest, sha256, mode} of relative paths")
-    smoke = data.get("smoke", [])
-    if not isinstance(smoke, list) or len(smoke) > PROJECT_MAX_ARGS or not all(
-            isinstance(a, str) and a and len(a) <= 1000 and not any(ord(c) < 32 for c in a)
-            for a in smoke):
-        p.append("stack.project.smoke must be a list of one-line arguments")
-    return p
