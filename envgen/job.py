@@ -1,7 +1,9 @@
 """The main job as library functions, in its order: check every input, build, certify,
 store the certificate, tag only what passed. The CLI (`envgen build --certify`,
 `envgen certify`), the fleet's tasks and bench call these; the commands only parse and
-print. The steps themselves live in their wings (build/, certify/, certs/)."""
+print. The steps themselves live in their wings (build/, certify/, certs/); the image is
+built and certified through the engine seam (runtime/engine.py: DockerEngine over the
+client)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -91,6 +93,7 @@ def build_and_certify(stack: Stack, matrix, *, tag: str | None = None,
     tag names what works)."""
     from .build.buildkit import build, tag_image
     from .runtime import docker as engine
+    from .runtime.engine import DockerEngine
     tag = tag or default_tag(stack)
     parse_tagged(tag)
     hg = check_certify_inputs(certify) if certify is not None else None
@@ -98,7 +101,7 @@ def build_and_certify(stack: Stack, matrix, *, tag: str | None = None,
     progress(f"building {stack.stack}: {stack.framework_package} {stack.version} "
              f"({stack.variant}), Python {stack.python}, base {stack.base.name}")
     res = build(stack, tag=tag, progress=progress, no_cache=no_cache, builder=builder,
-                client=c, tag_it=certify is None)
+                client=c, engine=DockerEngine(c), tag_it=certify is None)
     if certify is None:
         return Outcome(build=res, tag=tag)
     cert = certify_and_store(c, res.image_id, matrix, hg, certify, tags=(tag,),

@@ -130,10 +130,10 @@ class FakeApi:
     exception among them is raised there); `record` makes the daemon note the pushed
     digest, as a real one does at the end."""
 
-    def __init__(self, client, push=(), pull=(), record=True, pulled_id=None):
+    def __init__(self, client, push=(), pull=(), record=True, pulled_id=None, build=()):
         self.client, self.timeout, self.record = client, 600, record
         self.push_lines, self.pull_lines, self.timeouts = push, pull, []
-        self.pulled_id = pulled_id
+        self.pulled_id, self.build_chunks, self.build_kwargs = pulled_id, build, None
 
     def tag(self, image_id, repository, tag, force=False):
         ref = f"{repository}:{tag}"
@@ -160,6 +160,11 @@ class FakeApi:
         self.pushing = f"{repository}:{tag}"
         return self._stream(self.push_lines)
 
+    def build(self, **kw):
+        """The classic builder: the decoded chunks given (an "aux" ID among them)."""
+        self.build_kwargs = kw
+        return iter(self.build_chunks)
+
     def pull(self, repository, tag, stream, decode):
         assert stream and decode
         self.pulled = f"{repository}@{tag}"
@@ -170,15 +175,16 @@ class FakeApi:
 
 class FakeDocker:
     """A daemon holding `images`; `container` is what every create returns; `info` what
-    `docker info` answers (by default runc only, server 20.10.24)."""
+    `docker info` answers (by default runc only, server 20.10.24); `build` the chunks its
+    classic builder streams."""
 
     def __init__(self, *images, container=None, info=None, runtimes=("runc",), push=(),
-                 pull=(), record=True, pulled_id=None, any_ref=None):
+                 pull=(), record=True, pulled_id=None, any_ref=None, build=()):
         self.images = FakeImages(self, any_ref)
         for img in images:
             self.images.add(img)
         self.containers = FakeContainers(self, container)
-        self.api = FakeApi(self, push, pull, record, pulled_id)
+        self.api = FakeApi(self, push, pull, record, pulled_id, build)
         self._info = info if info is not None else {
             "Runtimes": {r: {} for r in runtimes}, "ServerVersion": "20.10.24"}
         self.create_kwargs = None
@@ -229,13 +235,30 @@ class FakeSandbox:
 class FakeEngine:
     """An engine that is neither Docker nor Apptainer, behind the Engine protocol
     (runtime/engine.py): `target` is what every reference names, `report` what every run
-    prints. `certifies` as Docker's unless given."""
+    prints. `certifies` as Docker's unless given. A build is recorded (its context and
+    options) and hands `build_lines` to its callback; it gives `built` (an image ID), or
+    with `built=None` fails as an engine does, with the caller's sentence."""
     name = "fake"
 
-    def __init__(self, target, report, exit_code=0, hang=False,
-                 certifies=("preflight", "project smoke", "measure")):
+    def __init__(self, target=None, report=None, exit_code=0, hang=False,
+                 certifies=("preflight", "project smoke", "measure"), client=None,
+                 built="sha256:" + "f" * 64, build_lines=()):
         self.target, self.report, self.exit_code, self.hang = target, report, exit_code, hang
         self.certifies, self.runs, self.sandboxes = frozenset(certifies), [], []
+        self.client, self.built, self.build_lines, self.builds = client, built, build_lines, []
+
+    def builder(self, choice="auto"):
+        from envgen.runtime.engine import Builder
+        return Builder("fake builder", True)
+
+    def build(self, context, **options):
+        from envgen.core.errors import BuildFailed
+        self.builds.append({"context": context, **options})
+        for line in self.build_lines:
+            options["on_line"](line)
+        if self.built is None:
+            raise BuildFailed(options["failed"]())
+        return self.built
 
     def inspect(self, ref):
         return self.target

@@ -1,12 +1,15 @@
 """The engine seam (runtime/engine.py): Docker behind the Engine protocol, over the one
-fake daemon of the unit tests; engine_for picks Apptainer for a SIF file."""
+fake daemon of the unit tests; engine_for picks Apptainer for a SIF file. The build wing
+builds through the engine it is given (a fake one, Docker's classic builder); Apptainer
+builds nothing."""
 import json
+import os
 
 import pytest
-from fakes import FakeContainer, FakeDocker, FakeImage
+from fakes import FakeContainer, FakeDocker, FakeEngine, FakeImage
 from test_verify import stack  # noqa: F401  (a fixture)
 
-from envgen.core.errors import InputError
+from envgen.core.errors import BuildFailed, InputError
 from envgen.runtime.docker import content_of
 from envgen.runtime.engine import ApptainerEngine, DockerEngine, engine_for
 
@@ -45,3 +48,86 @@ def test_a_sif_goes_to_apptainer_which_neither_tags_nor_deletes(tmp_path):
     with pytest.raises(InputError):
         e.remove(str(sif))
     assert sif.exists()
+
+
+# ---- building behind the seam ------------------------------------------------------------
+
+BUILT = "sha256:" + "cd" * 32
+
+
+@pytest.fixture
+def arm(tmp_path, monkeypatch):
+    """An arm64 stack whose local base this daemon has, ENVGEN_HOME a fresh folder."""
+    from envgen.matrix import load_matrix
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import resolve
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    m = load_matrix()
+    return resolve(m, parse_spec("pytorch-cpu-arm64", m))
+
+
+def _build(st, engine, c, **kw):
+    from envgen.build.buildkit import build
+    from envgen.resolve.closure import closure_for
+    said = []
+    res = build(st, tag="envgen-test/arm:1", progress=said.append, client=c, engine=engine,
+                closure=closure_for(st, resolve=False)[0], **kw)
+    return res, said
+
+
+def test_the_build_wing_builds_through_the_engine_it_is_given(arm, tmp_path, monkeypatch):
+    from envgen.core import home
+    from envgen.resolve.closure import CA_BUNDLE
+    netrc = tmp_path / "netrc"
+    monkeypatch.setenv("ENVGEN_NETRC", str(netrc))
+    monkeypatch.setenv("ENVGEN_BUILD_NETWORK", "host")
+    c = FakeDocker(FakeImage(arm.base.local_tag, [arm.base.local_tag]),
+                   FakeImage(BUILT, layers=["sha256:" + "1" * 64]))
+    e = FakeEngine(built=BUILT, build_lines=[
+        "#7 [stage-0 3/8] RUN --mount=type=bind,source=install/3-framework,target=/i x\n",
+        None, "#7 DONE 4.4s\n"])
+    res, said = _build(arm, e, c)
+    (call,) = e.builds
+    ctx = home.contexts_dir() / arm.stack
+    assert call["context"] == ctx and (ctx / "Dockerfile").is_file()
+    assert call["platform"] == "linux/arm64" and call["builder"] == "auto"
+    assert call["iidfile"] == ctx.with_name(f".{arm.stack}.iid")
+    assert call["secrets"] == ((("ca", CA_BUNDLE),) if os.path.exists(CA_BUNDLE) else ()) \
+        + (("netrc", str(netrc)),)
+    assert call["network"] == "host" and call["no_cache"] is False
+    assert call["log"] == res.log and "3-framework" in open(res.log).read()
+    assert (res.image_id, res.builder, res.layers) == (BUILT, "fake builder",
+                                                        ("sha256:" + "1" * 64,))
+    assert "envgen-test/arm:1" in c.images.get(BUILT).tags
+    assert any("framework" in str(s) for s in said)
+
+
+def test_a_failed_build_is_told_in_the_build_wings_words(arm):
+    c = FakeDocker(FakeImage(arm.base.local_tag, [arm.base.local_tag]))
+    e = FakeEngine(built=None, build_lines=[
+        "#9 [stage-0 5/8] RUN --mount=type=bind,source=install/3-framework,target=/i x\n",
+        "#9 ERROR: process did not complete successfully: exit code: 1\n"])
+    with pytest.raises(BuildFailed, match=r"build failed at #9 \[stage-0 5/8\].*the log is"):
+        _build(arm, e, c)
+
+
+def test_docker_builds_with_the_classic_builder_when_asked(arm):
+    c = FakeDocker(FakeImage(arm.base.local_tag, [arm.base.local_tag]), FakeImage(BUILT),
+                   build=[{"stream": "Step 1/8 : FROM x\n"}, {"aux": {"ID": BUILT}}])
+    res, said = _build(arm, DockerEngine(c), c, builder="classic", tag_it=False)
+    assert (res.image_id, res.builder) == (BUILT, "docker SDK classic builder")
+    assert c.api.build_kwargs["platform"] == "linux/arm64"
+    assert c.api.build_kwargs["dockerfile"] == "Dockerfile"
+    assert any(s.startswith("no BuildKit") for s in said)
+    assert any(s.startswith("Step 1/8 : FROM x [") for s in said)
+    c.api.build_chunks = [{"error": "boom"}]
+    with pytest.raises(BuildFailed, match="build failed: boom; the log is"):
+        _build(arm, DockerEngine(c), c, builder="classic")
+
+
+def test_apptainer_builds_nothing(tmp_path):
+    e = ApptainerEngine()
+    with pytest.raises(InputError, match="envgen sif"):
+        e.build(tmp_path)
+    with pytest.raises(InputError, match="envgen sif"):
+        e.builder("auto")

@@ -46,7 +46,7 @@ def test_the_base_recipe_says_it_still_runs_while_it_is_silent():
 
 
 def test_the_build_output_reader_ticks_while_the_build_is_silent():
-    from envgen.build.buildkit import _lines
+    from envgen.runtime.buildkit import _lines
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4); print('x')"],
                             stdout=subprocess.PIPE)
     got = list(_lines(proc, idle=30, tick=0.1))

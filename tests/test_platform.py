@@ -178,7 +178,7 @@ def test_the_rendered_arm64_context_makes_an_arm64_base_and_names_it(arm):
 
 
 def test_buildkit_is_asked_for_the_stacks_platform(tmp_path, monkeypatch, arm):
-    from envgen.build import buildkit
+    from envgen.runtime import buildkit
     seen = {}
 
     class Cli:
@@ -188,14 +188,15 @@ def test_buildkit_is_asked_for_the_stacks_platform(tmp_path, monkeypatch, arm):
         seen["argv"] = argv
         raise OSError("stop here")
     monkeypatch.setattr(buildkit.subprocess, "Popen", fake_popen)
+    run = dict(dockerfile=tmp_path / "Dockerfile", on_line=lambda _m: None,
+               failed=lambda: "failed", log=str(tmp_path / "log"))
     with pytest.raises(Exception):
-        buildkit._run_buildkit(Cli(), tmp_path, tmp_path / "log", lambda _m: None, False,
-                               tmp_path / "iid", {}, arm.platform)
+        buildkit.build_buildkit(Cli(), tmp_path, tmp_path / "iid", platform=arm.platform,
+                                **run)
     i = seen["argv"].index("--platform")
     assert seen["argv"][i + 1] == "linux/arm64"
     with pytest.raises(Exception):
-        buildkit._run_buildkit(Cli(), tmp_path, tmp_path / "log", lambda _m: None, False,
-                               tmp_path / "iid", {})
+        buildkit.build_buildkit(Cli(), tmp_path, tmp_path / "iid", **run)
     assert "--platform" not in seen["argv"]
 
 

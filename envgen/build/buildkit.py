@@ -1,10 +1,12 @@
-"""Stack → image: ensure the base, render the context, build with BuildKit (or the classic
-builder), tag only after success. The log goes to a file; progress goes to a callback."""
+"""Stack → image: ensure the base, render the context, have the engine build it
+(runtime/engine.py: Docker's BuildKit CLI, or its classic builder), tag only after success.
+What the build's output means stays here: the engine hands each line to this wing, which
+writes the log, turns BuildKit's steps into progress (build/steps.py) and a failure into one
+sentence (the failed step, or explain_failure's diagnosis)."""
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -12,12 +14,14 @@ from pathlib import Path
 
 from ..core import home as state
 from ..core.environ import checked
-from ..core.errors import BuildFailed, EnvironmentMissing, InputError
+from ..core.errors import BuildFailed, InputError
 from ..core.files import check_writable
 from ..core.image import default_tag, parse_tagged, split_tag
-from ..core.model import DEFAULT_PLATFORM, Closure, Stack
+from ..core.model import Closure, Stack
 from ..resolve.closure import CA_BUNDLE, closure_for
-from ..runtime import docker as engine
+from ..runtime import docker as daemon
+from ..runtime.buildkit import IDLE_S
+from ..runtime.engine import DockerEngine, Engine
 from .base import ensure_base
 from .context import write_context
 from .steps import Steps
@@ -105,47 +109,47 @@ def tag_image(c, image_id: str, tag: str) -> None:
 
 def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool = False,
           builder: str = "auto", client=None, closure: Closure | None = None,
-          tag_it: bool = True) -> BuildResult:
+          tag_it: bool = True, engine: Engine | None = None) -> BuildResult:
     """Build `stack` from its closure (the stored one unless given, as `verify --rebuild`
     gives the lock's), installing only those files, each checked against its sha256.
-    `tag_it=False` leaves the image untagged (the caller tags it once it is certified)."""
+    `tag_it=False` leaves the image untagged (the caller tags it once it is certified).
+    The engine builds (DockerEngine over `client` unless given); this wing makes the base
+    and the context, keeps the log and reads the output for `progress` and the errors."""
     tag = tag or default_tag(stack)
     parse_tagged(tag)
     for folder in (state.logs_dir(), state.contexts_dir()):
         check_writable(folder)
-    c = client or engine.client()
+    c = client or getattr(engine, "client", None) or daemon.client()
+    engine = engine or DockerEngine(c)
     started = time.monotonic()
     origin = "given"
     if closure is None:
         closure, origin = closure_for(stack, progress=progress)
     base_ref = ensure_base(c, stack.base, progress)
-    cli = engine.buildkit_cli() if builder in ("auto", "buildkit") else None
-    if builder == "buildkit" and cli is None:
-        raise EnvironmentMissing("no docker CLI that can use BuildKit (docker buildx, or a "
-                                 "client older than 23 with DOCKER_BUILDKIT=1)")
+    used = engine.builder(builder)
     logs = state.logs_dir()
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
-    write_context(stack, closure, ctx, base_ref=base_ref, buildkit=cli is not None)
-    args = build_args(stack)
-    if cli is not None:
-        image_id = _build_buildkit(cli, ctx, log_path, progress, no_cache,
-                                   iid=ctx.with_name(f".{stack.stack}.iid"), build_args=args,
-                                   platform=stack.platform)
-        used = cli.describe
-    else:
+    write_context(stack, closure, ctx, base_ref=base_ref, buildkit=used.buildkit)
+    if not used.buildkit:
         progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
                  "times, so this image's layers are not reproducible bit for bit")
-        image_id = _build_classic(c, ctx, log_path, progress, no_cache, args,
-                                  platform=stack.platform)
-        used = "docker SDK classic builder"
+    with open(log_path, "w") as log:
+        output = BuildKitOutput(log, log_path, progress) if used.buildkit else None
+        image_id = engine.build(
+            ctx, builder=builder, iidfile=ctx.with_name(f".{stack.stack}.iid"),
+            no_cache=no_cache, platform=stack.platform, build_args=build_args(stack),
+            secrets=build_secrets(), network=checked("ENVGEN_BUILD_NETWORK") or None,
+            idle=daemon.seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S),
+            on_line=output.line if output else classic_output(log, progress),
+            failed=output.failed if output else None, log=str(log_path))
     if tag_it:
         tag_image(c, image_id, tag)
     img = c.images.get(image_id)
     return BuildResult(image_id=image_id, tag=tag, stack=stack, base_ref=base_ref,
-                       log=str(log_path), seconds=time.monotonic() - started, builder=used,
-                       size_bytes=int(img.attrs.get("Size") or 0), closure=closure,
-                       closure_from=origin,
+                       log=str(log_path), seconds=time.monotonic() - started,
+                       builder=used.describe, size_bytes=int(img.attrs.get("Size") or 0),
+                       closure=closure, closure_from=origin,
                        layers=tuple((img.attrs.get("RootFS") or {}).get("Layers") or ()))
 
 
@@ -166,147 +170,65 @@ def build_args(stack: Stack) -> dict[str, str]:
     return {"ENVGEN_DEBIAN_MIRROR": mirror}
 
 
-IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
-
-
-def _lines(proc, idle: float, tick: float | None = None):
-    """The child's output lines, read from the raw pipe (a buffered reader would hide lines
-    from select); None after each `tick` s without output (for a heartbeat); TimeoutError
-    after `idle` s without any output."""
-    import selectors
-    fd = proc.stdout.fileno()
-    sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
-    pending = b""
-    last = time.monotonic()
-    try:
-        while True:
-            left = idle - (time.monotonic() - last)
-            if left <= 0:
-                raise TimeoutError(idle)
-            if not sel.select(timeout=min(left, tick) if tick else left):
-                if tick:
-                    yield None
-                continue
-            last = time.monotonic()
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            *done, pending = (pending + chunk).split(b"\n")
-            for raw in done:
-                yield raw.decode("utf-8", "replace") + "\n"
-        if pending:
-            yield pending.decode("utf-8", "replace")
-    finally:
-        sel.close()
-
-
-def _build_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                    iid: Path, build_args: dict | None = None,
-                    platform: str = DEFAULT_PLATFORM) -> str:
-    """Run the BuildKit CLI on `ctx`; the image ID comes from --iidfile `iid` (beside the
-    context, not in /tmp: a killed run leaves nothing there, the next one overwrites it)."""
-    iid.unlink(missing_ok=True)
-    try:
-        return _run_buildkit(cli, ctx, log_path, progress, no_cache, iid, build_args or {},
-                             platform)
-    finally:
-        iid.unlink(missing_ok=True)
-
-
-def _run_buildkit(cli, ctx: Path, log_path: Path, progress, no_cache: bool,
-                  iid: Path, build_args: dict | None = None,
-                  platform: str = DEFAULT_PLATFORM) -> str:
-    from ..runtime.docker import seconds_from_env
-    idle = seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S)
-    argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f",
-            str(ctx / "Dockerfile")]
+def build_secrets() -> tuple[tuple[str, str], ...]:
+    """The files a BuildKit build mounts as secrets, as (id, path): this host's CA bundle
+    (`ca`, for an index behind a TLS proxy) and ENVGEN_NETRC (`netrc`, a private index's
+    login); neither is left in a layer."""
+    secrets = []
     if os.path.exists(CA_BUNDLE):
-        argv += ["--secret", f"id=ca,src={CA_BUNDLE}"]
+        secrets.append(("ca", CA_BUNDLE))
     netrc = os.environ.get("ENVGEN_NETRC")
     if netrc:
-        argv += ["--secret", f"id=netrc,src={netrc}"]
-    if no_cache:
-        argv.append("--no-cache")
-    if platform != DEFAULT_PLATFORM:   # linux/arm64: its steps run through QEMU on x86_64
-        argv += ["--platform", platform]
-    for key, value in (build_args or {}).items():
-        argv += ["--build-arg", f"{key}={value}"]
-    network = checked("ENVGEN_BUILD_NETWORK")   # e.g. "none" on an offline daemon
-    if network:
-        argv.append(f"--network={network}")
-    argv.append(str(ctx))
-    env = {**os.environ, **dict(cli.env)}
-    failed_step, error_line = "", ""
-    tail: deque[str] = deque(maxlen=400)
-    steps = Steps()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env,
-                                preexec_fn=engine.die_with_parent)
-        try:
-            for line in _lines(proc, idle, tick=1.0):
-                beat = steps.heartbeat()
-                if beat is not None:
-                    progress(beat)
-                if line is None:
-                    continue
-                log.write(line)
-                tail.append(line.rstrip("\n"))
-                event = steps.feed(line)
-                if event is not None:
-                    progress(event)
-                if _ERROR_STEP.search(line) and not failed_step:
-                    failed_step = steps.last_header or line.strip()
-                if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
-                    error_line = line.strip()
-            rc = proc.wait()
-        except TimeoutError:
-            proc.kill()
-            proc.wait()
-            raise EnvironmentMissing(f"the build printed nothing for {idle:g} s "
-                                     f"(ENVGEN_BUILD_IDLE_TIMEOUT) and was stopped: the Docker "
-                                     f"daemon or BuildKit is stuck; the log is {log_path}") \
-                from None
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    if rc != 0 or not iid.exists():
-        step = failed_step or steps.last_header or "before the first step"
-        explained = explain_failure(list(tail))
+        secrets.append(("netrc", netrc))
+    return tuple(secrets)
+
+
+class BuildKitOutput:
+    """BuildKit's plain output, read line by line as the engine hands it over: each line to
+    the log, the steps to `progress` (a heartbeat when a step is silent: the engine hands
+    None then), the step that failed and the build's last words for `failed()`, the
+    sentence of a failed build."""
+
+    def __init__(self, log, log_path: Path, progress):
+        self.log, self.log_path, self.progress = log, log_path, progress
+        self.steps = Steps()
+        self.tail: deque[str] = deque(maxlen=400)
+        self.failed_step = self.error_line = ""
+
+    def line(self, line: str | None) -> None:
+        beat = self.steps.heartbeat()
+        if beat is not None:
+            self.progress(beat)
+        if line is None:
+            return
+        self.log.write(line)
+        self.tail.append(line.rstrip("\n"))
+        event = self.steps.feed(line)
+        if event is not None:
+            self.progress(event)
+        if _ERROR_STEP.search(line) and not self.failed_step:
+            self.failed_step = self.steps.last_header or line.strip()
+        if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
+            self.error_line = line.strip()
+
+    def failed(self) -> str:
+        step = self.failed_step or self.steps.last_header or "before the first step"
+        explained = explain_failure(list(self.tail))
         if explained:
-            raise BuildFailed(f"build failed: {explained}; the log is {log_path}")
-        why = f" ({error_line[:200]})" if error_line else ""
-        raise BuildFailed(f"build failed at {step[:160]}{why}; the log is {log_path}")
-    return iid.read_text().strip()
+            return f"build failed: {explained}; the log is {self.log_path}"
+        why = f" ({self.error_line[:200]})" if self.error_line else ""
+        return f"build failed at {step[:160]}{why}; the log is {self.log_path}"
 
 
-def _build_classic(c, ctx: Path, log_path: Path, progress, no_cache: bool,
-                   build_args: dict | None = None, platform: str = DEFAULT_PLATFORM) -> str:
-    import docker
-    image_id = None
+def classic_output(log, progress):
+    """The classic builder's output, text by text: to the log, and each `Step k/n : ...`
+    to `progress` with the seconds since the build started."""
     started = time.monotonic()
-    with open(log_path, "w") as log:
-        try:
-            for chunk in c.api.build(path=str(ctx), dockerfile="Dockerfile", rm=True,
-                                     forcerm=True, decode=True, nocache=no_cache,
-                                     buildargs=build_args or None,
-                                     platform=None if platform == DEFAULT_PLATFORM
-                                     else platform,
-                                     timeout=IDLE_S):
-                text = chunk.get("stream") or chunk.get("status") or ""
-                log.write(text)
-                if text.startswith("Step "):
-                    progress(f"{text.strip()[:80]} [{time.monotonic() - started:.0f}s]")
-                if "error" in chunk:
-                    log.write(chunk["error"] + "\n")
-                    raise BuildFailed(f"build failed: {chunk['error'].strip()[:160]}; the log "
-                                      f"is {log_path}")
-                aux = chunk.get("aux") or {}
-                image_id = aux.get("ID", image_id)
-        except docker.errors.APIError as e:
-            raise BuildFailed(f"build failed: {e}; the log is {log_path}") from e
-    if not image_id:
-        raise BuildFailed(f"the classic builder returned no image ID; the log is {log_path}")
-    return image_id
+
+    def line(text: str | None) -> None:
+        if text is None:
+            return
+        log.write(text)
+        if text.startswith("Step "):
+            progress(f"{text.strip()[:80]} [{time.monotonic() - started:.0f}s]")
+    return line

@@ -1,5 +1,6 @@
-"""The Docker edge: the SDK for images and containers, a BuildKit-capable CLI for builds.
-docker-py cannot drive BuildKit (docker/docker-py#2230), so builds shell out."""
+"""The Docker edge: the SDK for images and containers, a BuildKit-capable CLI for builds
+(found here, run by runtime/buildkit.py). docker-py cannot drive BuildKit
+(docker/docker-py#2230), so builds shell out."""
 from __future__ import annotations
 
 import os

@@ -1,10 +1,13 @@
 """The engine seam: what envgen asks of a container engine, whatever engine it is. Inspect
 an image (the Stack its label carries, what its bits are), run a command in it under a
 time limit with a run profile, tag it, remove it, and say what the engine is for a
-certificate's `host`. Docker (a daemon, through runtime/docker.py) and Apptainer (no
-daemon: a SIF file, through runtime/apptainer.py and sif.py) stand behind it; a Podman or
-enroot engine is one more class here (docs/architecture.md). Builds stay with BuildKit
-(build/buildkit.py): of these engines only Docker builds, through its CLI.
+certificate's `host`, and build a context folder into an untagged image. Docker (a
+daemon, through runtime/docker.py; its builds through runtime/buildkit.py: the BuildKit CLI,
+else the SDK's classic builder) and Apptainer (no daemon: a SIF file, through
+runtime/apptainer.py and sif.py; it builds nothing, `envgen sif` makes a SIF of a Docker
+image) stand behind it; a Podman or enroot engine is one more class here
+(docs/architecture.md). What a build's output means (its steps, its diagnoses, the log) is
+the build wing's (build/buildkit.py): it reaches the engine as a callback per line.
 
 Certification (certify/run.py) is one function for every engine: what differs, how a
 certification's containers start (GPU flags, the run profile or exec options, where the
@@ -12,12 +15,23 @@ payload comes from) and what the certificate records of it, is the engine's `San
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..core.errors import CheckFailed, InputError
+from ..core.errors import CheckFailed, EnvironmentMissing, InputError
+from ..core.model import DEFAULT_PLATFORM
 from ..matrix.wire import stack_from_labels
+from .buildkit import IDLE_S
 from .docker import Target, inspect_target, remove_image, run_to_end
+
+
+@dataclass(frozen=True)
+class Builder:
+    """What builds an engine's images: its name in a build's record, and whether it is
+    BuildKit (a context for it mounts caches and secrets and stamps file times)."""
+    describe: str
+    buildkit: bool
 
 
 class Engine(Protocol):
@@ -40,6 +54,24 @@ class Engine(Protocol):
 
     def host(self) -> dict:
         """What a certificate's `host` records of this engine."""
+
+    def builder(self, choice: str = "auto") -> Builder:
+        """What `build(..., builder=choice)` builds with ("auto": the best it has);
+        EnvironmentMissing when the one asked for is not here."""
+
+    def build(self, context: Path, *, builder: str = "auto", dockerfile: Path | None = None,
+              iidfile: Path | None = None, no_cache: bool = False,
+              platform: str = DEFAULT_PLATFORM, build_args: dict | None = None,
+              secrets: tuple[tuple[str, str], ...] = (), network: str | None = None,
+              idle: float = IDLE_S, on_line: Callable[[str | None], None] | None = None,
+              failed: Callable[[], str] | None = None, log: str = "") -> str:
+        """Build the context folder `context` (its `Dockerfile` unless given) into an
+        untagged image and return its ID. `secrets`: (id, file) pairs the build mounts;
+        `network`: the build's network (None: the engine's default); `on_line`: each line
+        of output as it comes, and None after a second of silence; past `idle` s of silence
+        it is stopped (EnvironmentMissing). A failed build raises BuildFailed with
+        `failed()`, the caller's reading of the output; `log` names where the caller keeps
+        it, for the engine's own sentences."""
 
     # What certification does on this engine beyond the payload's run: "preflight" (the
     # image's NVIDIA_REQUIRE_* and kernels against this host, from its env), "project smoke"
@@ -262,10 +294,47 @@ class DockerEngine:
         return {"docker": info.get("ServerVersion"), "runtime": info.get("DefaultRuntime"),
                 "kernel": info.get("KernelVersion")}
 
+    def builder(self, choice: str = "auto") -> Builder:
+        """BuildKit through the first docker CLI that has it ("auto", "buildkit"), else the
+        SDK's classic builder ("auto", "classic")."""
+        from .docker import buildkit_cli
+        cli = buildkit_cli() if choice in ("auto", "buildkit") else None
+        if choice == "buildkit" and cli is None:
+            raise EnvironmentMissing("no docker CLI that can use BuildKit (docker buildx, or "
+                                     "a client older than 23 with DOCKER_BUILDKIT=1)")
+        if cli is None:
+            return Builder("docker SDK classic builder", False)
+        return Builder(cli.describe, True)
+
+    def build(self, context, *, builder="auto", dockerfile=None, iidfile=None,
+              no_cache=False, platform=DEFAULT_PLATFORM, build_args=None, secrets=(),
+              network=None, idle=IDLE_S, on_line=None, failed=None, log="") -> str:
+        """BuildKit's CLI, whose --iidfile is `iidfile` (default `.NAME.iid` beside the
+        context); the classic builder takes no secrets or network and times out at IDLE_S."""
+        from . import buildkit
+        from .docker import buildkit_cli
+        context = Path(context)
+        dockerfile = Path(dockerfile) if dockerfile else context / "Dockerfile"
+        on_line = on_line or (lambda _line: None)
+        if not self.builder(builder).buildkit:
+            return buildkit.build_classic(
+                self.client, context, dockerfile=dockerfile, log=log, no_cache=no_cache,
+                platform=platform, build_args=build_args, on_line=on_line)
+        iid = Path(iidfile) if iidfile else context.with_name(f".{context.name}.iid")
+        return buildkit.build_buildkit(
+            buildkit_cli(), context, iid, dockerfile=dockerfile, on_line=on_line,
+            failed=failed or (lambda: "build failed" + (f"; the log is {log}" if log else "")),
+            log=log, idle=idle, no_cache=no_cache, platform=platform, build_args=build_args,
+            secrets=tuple(secrets), network=network)
+
     certifies = frozenset({"preflight", "project smoke", "measure"})
 
     def sandbox(self, ref, target, gpus, access, payload=()) -> DockerSandbox:
         return DockerSandbox(self, ref, target, gpus, access)
+
+
+NO_SIF_BUILD = ("Apptainer builds no images here: build one with Docker (`envgen build`), then "
+                "make its SIF with `envgen sif`")
 
 
 class ApptainerEngine:
@@ -303,6 +372,12 @@ class ApptainerEngine:
         from . import apptainer
         return {"apptainer": apptainer.version(), "docker": None, "runtime": "apptainer",
                 "kernel": os.uname().release}
+
+    def builder(self, choice: str = "auto") -> Builder:
+        raise InputError(NO_SIF_BUILD)
+
+    def build(self, context, **options) -> str:
+        raise InputError(NO_SIF_BUILD)
 
     # a SIF's env is not read (no NVIDIA_REQUIRE_* to check), its project smoke not run and
     # its telemetry level not asked for yet: its certificates record none of them

@@ -1,0 +1,136 @@
+"""The Docker engine's builds, as processes: the BuildKit CLI (`docker buildx build`, or a
+pre-23 `docker build` with DOCKER_BUILDKIT=1) run on a context folder, its output read line
+by line under an idle timeout, the image ID from --iidfile; or the docker SDK's classic
+builder where there is no such CLI. Nothing here reads the output: each line goes to the
+caller's callback, and a failed build's sentence is the caller's (build/buildkit.py keeps
+the log, the steps and the diagnoses). DockerEngine.build (runtime/engine.py) picks one."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.errors import BuildFailed, EnvironmentMissing
+from ..core.model import DEFAULT_PLATFORM
+from .docker import BuildCli, die_with_parent
+
+IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
+TICK_S = 1.0      # how often a silent build's callback is given None (for a heartbeat)
+
+
+def _lines(proc, idle: float, tick: float | None = None):
+    """The child's output lines, read from the raw pipe (a buffered reader would hide lines
+    from select); None after each `tick` s without output (for a heartbeat); TimeoutError
+    after `idle` s without any output."""
+    import selectors
+    fd = proc.stdout.fileno()
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    pending = b""
+    last = time.monotonic()
+    try:
+        while True:
+            left = idle - (time.monotonic() - last)
+            if left <= 0:
+                raise TimeoutError(idle)
+            if not sel.select(timeout=min(left, tick) if tick else left):
+                if tick:
+                    yield None
+                continue
+            last = time.monotonic()
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *done, pending = (pending + chunk).split(b"\n")
+            for raw in done:
+                yield raw.decode("utf-8", "replace") + "\n"
+        if pending:
+            yield pending.decode("utf-8", "replace")
+    finally:
+        sel.close()
+
+
+def buildkit_argv(cli: BuildCli, context: Path, dockerfile: Path, iid: Path, *,
+                  no_cache: bool = False, platform: str = DEFAULT_PLATFORM,
+                  build_args: dict | None = None, secrets=(), network: str | None = None
+                  ) -> list[str]:
+    """The BuildKit command line of one untagged build; `secrets` are (id, path) pairs."""
+    argv = [*cli.argv, "--progress=plain", "--iidfile", str(iid), "-f", str(dockerfile)]
+    for sid, src in secrets:
+        argv += ["--secret", f"id={sid},src={src}"]
+    if no_cache:
+        argv.append("--no-cache")
+    if platform != DEFAULT_PLATFORM:   # linux/arm64: its steps run through QEMU on x86_64
+        argv += ["--platform", platform]
+    for key, value in (build_args or {}).items():
+        argv += ["--build-arg", f"{key}={value}"]
+    if network:   # e.g. "none" on an offline daemon
+        argv.append(f"--network={network}")
+    argv.append(str(context))
+    return argv
+
+
+def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
+                   on_line: Callable[[str | None], None], failed: Callable[[], str],
+                   log: str, idle: float = IDLE_S, **options) -> str:
+    """Run the BuildKit CLI on `context` and return the image ID it wrote to --iidfile
+    `iid` (beside the context, not in /tmp: a killed run leaves nothing there, the next one
+    overwrites it). Each output line goes to `on_line`, and None each TICK_S s of silence;
+    past `idle` s of silence the build is stopped (EnvironmentMissing); a build that fails
+    raises BuildFailed(`failed()`). `log` names where the caller keeps the output."""
+    iid.unlink(missing_ok=True)
+    argv = buildkit_argv(cli, context, dockerfile, iid, **options)
+    env = {**os.environ, **dict(cli.env)}
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent)
+        try:
+            for line in _lines(proc, idle, tick=TICK_S):
+                on_line(line)
+            rc = proc.wait()
+        except TimeoutError:
+            proc.kill()
+            proc.wait()
+            raise EnvironmentMissing(f"the build printed nothing for {idle:g} s "
+                                     f"(ENVGEN_BUILD_IDLE_TIMEOUT) and was stopped: the Docker "
+                                     f"daemon or BuildKit is stuck; the log is {log}") from None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if rc != 0 or not iid.exists():
+            raise BuildFailed(failed())
+        return iid.read_text().strip()
+    finally:
+        iid.unlink(missing_ok=True)
+
+
+def build_classic(c, context: Path, *, dockerfile: Path, on_line: Callable[[str], None],
+                  log: str, no_cache: bool = False, platform: str = DEFAULT_PLATFORM,
+                  build_args: dict | None = None) -> str:
+    """Build `context` with the docker SDK's classic builder (no secrets, no cache mounts)
+    and return the image ID; each text it streams goes to `on_line`, an error it reports
+    too before BuildFailed. `log` names where the caller keeps the output."""
+    import docker
+    image_id = None
+    try:
+        for chunk in c.api.build(path=str(context),
+                                 dockerfile=str(dockerfile.relative_to(context)), rm=True,
+                                 forcerm=True, decode=True, nocache=no_cache,
+                                 buildargs=build_args or None,
+                                 platform=None if platform == DEFAULT_PLATFORM else platform,
+                                 timeout=IDLE_S):
+            on_line(chunk.get("stream") or chunk.get("status") or "")
+            if "error" in chunk:
+                on_line(chunk["error"] + "\n")
+                raise BuildFailed(f"build failed: {chunk['error'].strip()[:160]}; the log "
+                                  f"is {log}")
+            aux = chunk.get("aux") or {}
+            image_id = aux.get("ID", image_id)
+    except docker.errors.APIError as e:
+        raise BuildFailed(f"build failed: {e}; the log is {log}") from e
+    if not image_id:
+        raise BuildFailed(f"the classic builder returned no image ID; the log is {log}")
+    return image_id
