@@ -196,3 +196,14 @@ def test_a_tensorflow_without_a_numpy_cap_gets_the_next_lines(spec, cap):
     st = resolve(m, parse_spec(spec, m), Host())
     assert dict(st.packages).get("numpy") == cap
     assert any("needs numpy" in r for r in st.reasons) == (cap is not None)
+
+
+def test_lightning_2_0_gets_the_lightning_cloud_its_import_needs():
+    """lightning 2.0's import reaches lightning_cloud.openapi.AppinstancesIdBody, gone in
+    lightning-cloud 0.6.0 (2.0.0 failed certification on it): capped with the reason, and
+    setuptools<82 kept; 2.1 on needs no cap."""
+    m = load_matrix()
+    old = dict(resolve(m, parse_spec("lightning==2.0.0,torch==2.0.1", m), Host()).packages)
+    assert old["lightning-cloud"] == "<0.6" and old["setuptools"] == "<82"
+    new = dict(resolve(m, parse_spec("lightning==2.1.0,torch==2.1.2", m), Host()).packages)
+    assert "lightning-cloud" not in new

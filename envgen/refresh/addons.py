@@ -142,7 +142,17 @@ PYTHON_FLOORS = {
 # public there from torch 2.5. 5.14.1 still states torch>=2.4: transformers-cu121 over
 # torch 2.4.1 failed certification with "cannot import name 'DTensor'" (2026-12-02).
 NEEDS = {
-    "lightning": [("<2.4", {"setuptools": "<82"},
+    # lightning 2.0 states lightning-cloud>=0.5.31 (2.0.9: >=0.5.38) with no cap, imports
+    # lightning.app at `import lightning`, and that imports AppinstancesIdBody from
+    # lightning_cloud.openapi, which lightning-cloud 0.6.0 no longer has (0.5.70 does: read
+    # from both wheels). lightning 2.0.0 over torch 2.0.1 failed certification on it
+    # (2026-12-03); 2.1.0 states lightning-cloud==0.5.39, in its app extras only.
+    "lightning": [("<2.1", {"setuptools": "<82", "lightning-cloud": "<0.6"},
+                   "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
+                   "setuptools 82.0.0 removed, and `import lightning` imports "
+                   "AppinstancesIdBody from lightning_cloud.openapi, gone in lightning-cloud "
+                   "0.6.0 (2.0.0's import failed on it in certification, 2026-12-03)"),
+                  ("<2.4", {"setuptools": "<82"},
                    "inferred: lightning/fabric/__init__.py imports pkg_resources, which "
                    "setuptools 82.0.0 removed")],
     # seen in certification: pytorch-lightning 2.0.9 over torch 2.4.1 (2026-12-03) failed
