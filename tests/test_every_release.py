@@ -207,3 +207,14 @@ def test_lightning_2_0_gets_the_lightning_cloud_its_import_needs():
     assert old["lightning-cloud"] == "<0.6" and old["setuptools"] == "<82"
     new = dict(resolve(m, parse_spec("lightning==2.1.0,torch==2.1.2", m), Host()).packages)
     assert "lightning-cloud" not in new
+
+
+def test_accelerate_before_0_21_gets_a_setuptools_with_pkg_resources():
+    """accelerate to 0.20.3 imports pkg_resources (0.16.0 failed certification without
+    it): setuptools<82 with the reason; 0.21 on needs nothing."""
+    m = load_matrix()
+    old = resolve(m, parse_spec("accelerate==0.16.0,torch==2.0.1", m), Host())
+    assert dict(old.packages)["setuptools"] == "<82"
+    assert any("pkg_resources" in r for r in old.reasons)
+    new = resolve(m, parse_spec("accelerate==0.21.0,torch==2.0.1", m), Host())
+    assert "setuptools" not in dict(new.packages)

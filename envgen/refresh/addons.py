@@ -161,6 +161,13 @@ NEEDS = {
                            "inferred: pytorch-lightning 2.0.9's import failed with No module "
                            "named 'pkg_resources' (certification, 2026-12-03), which "
                            "setuptools 82.0.0 removed; lightning <2.4 has the same need")],
+    # accelerate to 0.20.3 imports pkg_resources in accelerate/utils/torch_xla.py (read from
+    # the wheels: 0.21.0 is the first without it); 0.16.0 over torch 2.0.1 failed `import
+    # accelerate` with "No module named 'pkg_resources'" under setuptools 82 (2026-12-03)
+    "accelerate": [("<0.21", {"setuptools": "<82"},
+                    "inferred: accelerate/utils/torch_xla.py imports pkg_resources, which "
+                    "setuptools 82.0.0 removed (0.16.0's import failed on it in "
+                    "certification, 2026-12-03; 0.21.0 is the first release without it)")],
     "transformers": [(">=4.50,<4.52", {"torch": ">=2.1"},
                       "inferred: modeling_utils.py imports integrations/flex_attention.py, "
                       "whose module-level @torch.compiler.disable needs torch.compiler, public "
