@@ -96,6 +96,16 @@ def test_the_lock_heads_are_checked_at_their_line(tmp_path, key, value, words, l
     assert e.value.line == line and words in e.value.message
 
 
+def test_when_the_lock_was_updated_is_checked_too(tmp_path):
+    data = lock_text()
+    data["updated"] = "-1 day"
+    path = write(tmp_path, data)
+    with pytest.raises(InputError) as e:
+        read_lock(path)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if '"updated"' in t)
+    assert e.value.line == line and "updated '-1 day' is not a time" in e.value.message
+
+
 def test_the_entry_and_stack_a_lock_writes_are_the_forms_own():
     entry = lock_text()["stacks"]["pytorch-cu121"]
     entry |= {"python": {"version": "3.11.9", "tag": "cp311-cp311-manylinux_2_36_x86_64"},

@@ -43,6 +43,8 @@ LOCK = {
                          f"supported (this envgen reads {LOCK_VERSION})"},
         "created": {**_TOKEN, "message": "created {value} is not a time like "
                                          "2026-12-01T09:40:00Z"},
+        "updated": {**_TOKEN, "message": "updated {value} is not a time like "
+                                         "2026-12-01T09:40:00Z"},
         "matrix_sha256": {**_TOKEN, "message": "matrix_sha256 {value} is not a sha256"},
         "stacks": {"type": "object", "message": "'stacks' must be an object of stack name → "
                                                 "entry"},
@@ -231,7 +233,7 @@ def parse_lock(text: str, name: str) -> dict:
                          line=1) from None
     found = errors(data, LOCK)
     if found:   # the first key's problem, at its line (a missing key's at line 1)
-        e = min(found, key=lambda e: LOCK["required"].index(_top_key(e)))
+        e = min(found, key=lambda e: [*LOCK["properties"]].index(_top_key(e)))
         where = list(e.absolute_path)
         raise InputError(_said(e, LOCK)[0], file=name,
                          line=_line_of(text, json.dumps(where[0])) if where else 1)
