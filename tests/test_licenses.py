@@ -127,7 +127,7 @@ def test_every_licence_in_the_bundled_matrix_is_canonical_spdx():
     assert all(canonical_license(x) == x for x in found if x)
     assert {r.framework for r in M.releases if r.license} == \
         {"pytorch", "lightning", "pytorch-lightning", "transformers", "accelerate", "jax",
-         "tensorflow", "deepspeed", "nemo"}
+         "tensorflow", "deepspeed", "nemo", "keras", "tf-keras", "flax", "optax"}
 
 
 # ---- stacks and the label ------------------------------------------------------------------
