@@ -53,7 +53,16 @@ WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas 
 # certifying (bench/release_range.py): jax-cpu==0.4.18 over the newest NumPy (2.5.5) failed
 # `import jax` with "module 'numpy' has no attribute 'trapz'" (2026-12-03); JAX 0.4.26 was
 # the first release built against NumPy 2.0 (numpy/numpy#26191, JAX's entry).
-NEEDS = [("<0.4.26", {"numpy": "<2"},
+# With numpy<2 it imported, and then optax 0.2.2 failed on "module 'scipy.linalg' has no
+# attribute 'tril'": jax/_src/scipy/linalg.py wraps scipy.linalg.tril to 0.4.23 (read from
+# the wheels; 0.4.24 is the first without it), which SciPy deprecated in 1.11 and removed in
+# 1.13 (cupy/cupy#7889, piskvorky/gensim#3524).
+NEEDS = [("<0.4.24", {"numpy": "<2", "scipy": "<1.13"},
+          "inferred: jax 0.4.18's import failed over NumPy 2.5.5 (no attribute 'trapz') and, "
+          "with NumPy 1, over SciPy 1.18 (no scipy.linalg.tril; certification, 2026-12-03): "
+          "jax to 0.4.23 wraps scipy.linalg.tril, removed in SciPy 1.13, and 0.4.26 is the "
+          "first JAX built against NumPy 2.0 (numpy/numpy#26191)"),
+         ("<0.4.26", {"numpy": "<2"},
           "inferred: jax 0.4.18's import failed over NumPy 2.5.5 (no attribute 'trapz'; "
           "certification, 2026-12-03), and 0.4.26 is the first JAX built against NumPy 2.0 "
           "(numpy/numpy#26191)")]
