@@ -31,8 +31,12 @@ def _import_accelerate():
 def _accelerator(acc, device, mixed):
     # Accelerate allows one mixed precision per process (another one in a second Accelerator
     # raises); this payload trains in float32, then mixed, so it clears the shared state first,
-    # as accelerate's own tests do between cases.
-    acc.state.AcceleratorState._reset_state(reset_partial_state=True)
+    # as accelerate's own tests do between cases. Before 0.17 there is no PartialState and
+    # _reset_state takes no argument (0.16.0 raised TypeError on it).
+    try:
+        acc.state.AcceleratorState._reset_state(reset_partial_state=True)
+    except TypeError:
+        acc.state.AcceleratorState._reset_state()
     return acc.Accelerator(mixed_precision=mixed, cpu=device.type != "cuda")
 
 
