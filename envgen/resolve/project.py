@@ -173,7 +173,8 @@ def load(path: Path) -> Project:
 
 def _requirements(doc, key: str, items, bad, line) -> list[str]:
     """A list of PEP 508 requirement lines (`init --from` writes the team's own): each is
-    read by packaging; a URL must be https or file; a git reference is not built yet."""
+    read by packaging; a URL must be https or file and pinned: a git reference to a commit,
+    a file by its sha256 (`URL#sha256=...`)."""
     from packaging.requirements import InvalidRequirement, Requirement
     values, lines = items(key)
     if len(values) > MAX_REQUIREMENTS:
