@@ -10,6 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ..core.errors import EnvgenError, InputError
+from ..resolve.spec import variants_of
 from .line import target_env
 from .model import Intake, Wanted
 
@@ -36,7 +37,7 @@ def framework_parts(intake: Intake, matrix, python: str | None):
         # an extra that names one of the framework's variants picks it (`jax[cpu]`,
         # `jax[cuda12]`: JAX's own install lines); other extras are the team's to install
         picked = sorted(canonicalize_name(e) for e in req.extras) if req.extras else []
-        variant = next((e for e in picked if e in _variants(matrix, fw)), variant)
+        variant = next((e for e in picked if e in variants_of(matrix, fw)), variant)
         spec = [str(s) for s in req.specifier]
         for s in req.specifier:
             if "+" in s.version:
@@ -50,11 +51,6 @@ def framework_parts(intake: Intake, matrix, python: str | None):
     names = sorted(clauses, key=lambda n: (matrix.framework(n).builds_on is None, n))
     parts = [matrix.framework(n).package + ",".join(clauses[n]) for n in names]
     return parts, variant, origin
-
-
-def _variants(matrix, fw) -> set[str]:
-    from ..resolve.spec import _variants as of
-    return of(matrix, fw)
 
 
 def choose(intake: Intake, matrix, hosts: list, python: str | None):

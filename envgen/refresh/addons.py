@@ -25,6 +25,7 @@ from .pypi import (
     Run,
     best_wheels,
     classifier_pythons,
+    needs_in,
     releases,
     requirements,
     sdist_releases,
@@ -210,11 +211,7 @@ NEEDS = {
 def needs(name: str, version: Version) -> dict:
     """The needs fields of a release row (NEEDS; a fourth item is the torch range over which
     they apply)."""
-    for spec, what, why, *over in NEEDS.get(name, ()):
-        if SpecifierSet(spec).contains(version, prereleases=True):
-            return {"needs": dict(what), "needs_why": why,
-                    **({"needs_over": over[0]} if over else {})}
-    return {}
+    return needs_in(NEEDS.get(name, ()), version)
 
 
 def python_floors(name: str, version: Version, pythons: list[str]) -> dict:

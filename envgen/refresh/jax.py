@@ -26,7 +26,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .licenses import license_of, wheel_licenses, with_license
-from .pypi import Refused, Run, best_wheels, exact_pin, newest_matching, releases, requirements
+from .pypi import (
+    Refused,
+    Run,
+    best_wheels,
+    exact_pin,
+    needs_in,
+    newest_matching,
+    releases,
+    requirements,
+)
 
 FILE = "jax.yaml"
 FIRST = Version("0.4")
@@ -66,15 +75,6 @@ NEEDS = [("<0.4.24", {"numpy": "<2", "scipy": "<1.13"},
           "inferred: jax 0.4.18's import failed over NumPy 2.5.5 (no attribute 'trapz'; "
           "certification, 2026-12-03), and 0.4.26 is the first JAX built against NumPy 2.0 "
           "(numpy/numpy#26191)")]
-
-
-def needs(version: Version, table=NEEDS) -> dict:
-    """The needs fields of a release row: the first entry of `table` (a jax reader's NEEDS
-    by default; tensorflow's passes its own) whose range holds `version`."""
-    for spec, what, why in table:
-        if SpecifierSet(spec).contains(version, prereleases=True):
-            return {"needs": dict(what), "needs_why": why}
-    return {}
 
 
 def cuda_rows(doc: dict) -> dict[str, list[str]]:
@@ -229,7 +229,7 @@ def derive(run: Run) -> dict:
         rows.append({"framework": "jax", "version": str(ver), "released": uploaded[:7] or None,
                      "pythons": pythons,
                      "requires_python": pure.get("requires-python") if pure else None,
-                     **needs(ver),
+                     **needs_in(NEEDS, ver),
                      **({"license": license} if license else {}),
                      "companions": companions,
                      **({"companion_licenses": licenses} if licenses else {}),

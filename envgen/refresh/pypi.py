@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -439,3 +440,13 @@ class Run:
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
+
+
+def needs_in(table, version) -> dict:
+    """The needs fields of a release row: the first (range, needs, why[, over]) entry of a
+    reader's NEEDS table whose range holds `version` (`over`: the base range they apply in)."""
+    for spec, what, why, *over in table:
+        if SpecifierSet(spec).contains(version, prereleases=True):
+            return {"needs": dict(what), "needs_why": why,
+                    **({"needs_over": over[0]} if over else {})}
+    return {}

@@ -29,9 +29,18 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .jax import matrix_cuda, needs
+from .jax import matrix_cuda
 from .licenses import license_of, wheel_licenses, with_license
-from .pypi import Refused, Run, best_wheels, exact_pin, newest_matching, releases, requirements
+from .pypi import (
+    Refused,
+    Run,
+    best_wheels,
+    exact_pin,
+    needs_in,
+    newest_matching,
+    releases,
+    requirements,
+)
 
 FILE = "tensorflow.yaml"
 FIRST = Version("2.11")
@@ -218,7 +227,7 @@ def derive(run: Run) -> dict:
         rows.append({"framework": "tensorflow", "version": str(ver),
                      "released": uploaded[:7] or None, "pythons": pythons,
                      "requires_python": wheel.get("requires-python"),
-                     **needs(ver, NEEDS),
+                     **needs_in(NEEDS, ver),
                      **({"license": license} if license else {}),
                      "companions": {"keras": keras[0]} if keras else {},
                      **({"companion_licenses": {"keras": keras[1]}}

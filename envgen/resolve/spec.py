@@ -218,7 +218,7 @@ def _read(text: str, matrix: Matrix, q: _Req, variants: list) -> tuple[str, Spec
         return _companion(text, matrix, owner, canonical(q.name), q)
     if fw is None:
         raise _unknown(text, matrix, q.name)
-    known = _variants(matrix, fw)
+    known = variants_of(matrix, fw)
     for extra in (canonical(e.strip()) for e in (q.extras or "").split(",") if e.strip()):
         if not _NAME.fullmatch(extra):
             raise InputError(f"spec {shown(text)}: cannot read the extras of "
@@ -240,7 +240,7 @@ def _read(text: str, matrix: Matrix, q: _Req, variants: list) -> tuple[str, Spec
     return fw.name, specifier
 
 
-def _variants(matrix: Matrix, fw) -> set[str]:
+def variants_of(matrix: Matrix, fw) -> set[str]:
     """The variants a framework is built in: its own, or those of the one it builds on."""
     name = fw.builds_on or fw.name
     return {v.name for r in matrix.releases_of(name) for v in r.variants}
