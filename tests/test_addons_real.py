@@ -2,7 +2,9 @@
 the session's pytorch-cu121 build reuses every PyTorch layer (same pins, same stamp) and
 adds one layer of its own; Accelerate then trains in the container on the CPU. DeepSpeed,
 which PyPI serves for Linux only as an sdist, adds a second: pip builds it there without
-build isolation over the stack's torch, and ZeRO-2 trains with it."""
+build isolation over the stack's torch, and ZeRO-2 trains with it. Keras 3 over the same
+torch (KERAS_BACKEND=torch, set after the install steps so they stay shared) trains with
+its own Model.fit (keras_torch_smoke)."""
 from __future__ import annotations
 
 import json
@@ -13,15 +15,19 @@ from services import docker, envgen, remove_own_image
 
 pytestmark = pytest.mark.docker
 # add-on -> the install layers it adds over PyTorch's
-OWN_LAYERS = {"accelerate": 1, "deepspeed": 2}
+OWN_LAYERS = {"accelerate": 1, "deepspeed": 2, "keras": 1}
+# add-on -> the spec built, where its name and cu121 is not it (that keras stack is Keras
+# over TensorFlow), and its payload
+SPECS = {"keras": "keras==3.15.1,torch==2.4.1"}
+PAYLOADS = {"keras": "keras_torch_smoke"}
 
 
 @pytest.fixture(scope="module", params=sorted(OWN_LAYERS))
 def addon(built, home, images_before, request):
     name = request.param
     tag = f"envgen-test/{name}-cu121:ci"
-    r = envgen("build", f"{name}-cu121", "--certify", "--gpus", "none", "--tag", tag,
-               "--json", env={"ENVGEN_HOME": home})
+    r = envgen("build", SPECS.get(name, f"{name}-cu121"), "--certify", "--gpus", "none",
+               "--tag", tag, "--json", env={"ENVGEN_HOME": home})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout)
     yield {**out, "name": name, "tag": tag}
@@ -46,7 +52,7 @@ def test_it_certifies_at_level_cpu_with_its_own_training(addon):
     cert = addon["certificate"]
     assert cert["level"] == "cpu" and cert["passed"], cert
     report = json.loads(Path(cert["path"]).read_text())["report"]
-    assert report["payload"] == f"{addon['name']}_smoke"
+    assert report["payload"] == PAYLOADS.get(addon["name"], f"{addon['name']}_smoke")
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["train"]["passed"] and checks["versions"]["passed"]
     assert checks["packages"]["passed"], checks["packages"]
@@ -79,3 +85,14 @@ def test_deepspeed_is_built_over_the_stacks_torch_with_zero_2(addon):
     stack = json.loads(json.loads(docker("image", "inspect", addon["tag"]).stdout)[0]
                        ["Config"]["Labels"]["io.envgen.stack"])
     assert stack["from_source"] == {"packages": ["deepspeed"], "env": {"DS_BUILD_OPS": "0"}}
+
+
+def test_keras_trains_over_the_stacks_torch_with_its_backend_set_in_the_image(addon):
+    if addon["name"] != "keras":
+        pytest.skip("Keras only")
+    cfg = json.loads(docker("image", "inspect", addon["tag"]).stdout)[0]["Config"]
+    assert "KERAS_BACKEND=torch" in cfg["Env"]
+    report = json.loads(Path(addon["certificate"]["path"]).read_text())["report"]
+    train = {c["name"]: c for c in report["checks"]}["train"]
+    assert "Model.fit on backend torch" in train["detail"], train
+    assert report["versions"]["keras"] == "3.15.1"

@@ -165,8 +165,8 @@ def test_keras_3_follows_the_framework_the_spec_names(spec, backend, base_packag
     assert st.stack.startswith("keras-")
 
 
-def test_keras_over_jax_uses_jaxs_payload():
-    assert res("jax==0.4.35,keras==3.6.0").smoke == "jax"
+def test_keras_over_jax_trains_with_its_own_payload_over_jaxs():
+    assert res("jax==0.4.35,keras==3.6.0").smoke == "keras_jax"
     assert res("keras==3.6.0").smoke == "keras"
 
 

@@ -251,7 +251,9 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         env.append(("NVIDIA_REQUIRE_CUDA", stack.require_cuda))
     if base.cuda_compat:
         env.append(("LD_LIBRARY_PATH", "/usr/local/cuda/compat:/usr/local/nvidia/lib64"))
-    env += list(stack.env)   # what the frameworks in it read (KERAS_BACKEND)
+    # what the frameworks in it read at run time (KERAS_BACKEND), set after the install
+    # steps: those then match, cache hit for cache hit, the stack they are installed over
+    run_env = list(stack.env)
     payload = f"{stack.smoke}_smoke.py"
     payloads = list(payload_files(stack.smoke)) or [payload]
     apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))
@@ -279,7 +281,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "layers": project_steps(stack, layers),
         "project": stack.project,
         "project_build": _project_build(stack, layers),
-        "env": env,
+        "env": env, "run_env": run_env,
         "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
         "pip_cache": PIP_CACHE, "wheel_dir": WHEEL_DIR,
@@ -303,7 +305,8 @@ def apptainer_view(stack: Stack, closure: Closure, base_ref: str | None = None) 
     pip = [x for x in d["layers"] if x["pip_step"]]
     files = [*(f"install/{x['dir']}/requirements.txt" for x in pip), *d["copied"]]
     env = [("VIRTUAL_ENV", "/opt/venv"),
-           ("PYTHONUNBUFFERED", "1"), ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), *d["env"]]
+           ("PYTHONUNBUFFERED", "1"), ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), *d["env"],
+           *d["run_env"]]
     return {**d, "layers": pip, "files": files, "stage": SRC_MOUNT, "env": env,
             "bootstrap": "docker-daemon" if stack.base.kind == "local" else "docker",
             "unhashed": any(x["unhashed"] for x in pip),

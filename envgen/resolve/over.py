@@ -392,8 +392,9 @@ def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:
         stack=f"{fw.name}-{st.variant}{platform_suffix(st.platform)}", framework=fw.name,
         framework_package=fw.package,
         version=chosen[0].version, packages=tuple(pins.items()),
-        # over another framework than its own builds_on one, the payload is that one's
-        smoke=fw.smoke if base.name == fw.builds_on else base.smoke,
+        # over another framework than its own builds_on one, its payload over that one's
+        # (keras_torch: Keras's own fit beside torch_smoke's checks)
+        smoke=fw.smoke if base.name == fw.builds_on else f"{fw.smoke}_{base.smoke}",
         reasons=tuple(reasons), builds_on=base.name, builds_on_package=base.package,
         addons=tuple(added), licenses=_licenses(m, st, chosen, pins),
         env=_env(m, chosen, base), **_source_builds(m, chosen))

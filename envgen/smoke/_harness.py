@@ -34,7 +34,8 @@ CHILDREN = []  # processes a payload started, killed if the overall --timeout fi
 class Payload:
     """One payload as the harness sees it. `name` is "<framework>_smoke" (envgen's stack.smoke
     names the file): the report's "payload", the log prefix, and through the part before
-    "_smoke" the versions entry that --expect's "framework" is compared with."""
+    "_smoke" the versions entry that --expect's "framework" is compared with; a payload of a
+    framework over another's base is "<framework>_<base>_smoke" (keras_torch_smoke: keras)."""
     name: str
     description: str
     run_into: object  # run_into(rep, opts, deadline): appends the payload's checks to rep
@@ -259,7 +260,7 @@ def version_matches(actual, wanted, parts):
 def check_versions(rep, expect):
     """--expect's versions against those the payload read at run time (not the pinned ones)."""
     v = rep["versions"]
-    framework = rep["payload"].rsplit("_smoke", 1)[0]
+    framework = rep["payload"].rsplit("_smoke", 1)[0].split("_", 1)[0]
     rules = {"framework": (v.get(framework), None), "cuda": (v.get("cuda"), 2),
              "cudnn": (v.get("cudnn"), 3), "nccl": (v.get("nccl"), 3)}
     notes, bad = [], 0
