@@ -57,6 +57,7 @@ bench-cli: bootstrap
 bench-all: bootstrap
 	$(PY) bench/build_all.py
 	$(PY) bench/release_range.py
+	$(PY) bench/arm64_emulated.py --cold
 
 golden:
 	ENVGEN_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_render_golden.py

@@ -38,7 +38,22 @@ SPECS = [
     "tensorflow-cpu==2.21.0",
     "jax-cpu==0.4.18",
     "jax-cpu==0.12.0.1",
+    # Keras 2 over its own TensorFlow; Keras 3 over each backend; tf-keras; Flax and optax
+    # over a CPU jaxlib
+    "keras==2.12.0",
+    "keras==3.15.1,tensorflow-cpu",
+    "keras==3.0.0,jax-cpu",
+    "keras==3.15.1,jax-cpu",
+    "keras==3.0.0,torch==2.4.1",
+    "keras==3.15.1,torch==2.4.1",
+    "tf-keras==2.14.1,tensorflow-cpu",
+    "tf-keras==2.21.0,tensorflow-cpu",
+    "flax==0.6.4,jax-cpu",
+    "flax==0.12.12,jax-cpu",
+    "optax==0.1.5,jax-cpu",
+    "optax==0.2.8,jax-cpu",
     "nemo-toolkit==2.6.0",
+    "nemo-toolkit==3.0.0",
 ]
 
 

@@ -2,8 +2,9 @@
 --certify --gpus none` makes the arm64 Debian base (mmdebstrap under QEMU), installs the
 bundled aarch64 closure (torch 2.10.0's CPU wheel) with BuildKit --platform linux/arm64, and
 trains the payload in the container through QEMU's binfmt_misc handler; the certificate says
-the run was emulated. Slow (the base alone took 1517 s here: docs/matrix-builds.md), so it
-runs with ENVGEN_SLOW=1 (make test-all), not in the default Docker run."""
+the run was emulated. About 7 minutes on a quiet 2-CPU machine, over an hour under load
+(docs/matrix-builds.md), so it runs with ENVGEN_SLOW=1 (make test-all) and in make bench-all
+(bench/arm64_emulated.py), not in the default Docker run."""
 from __future__ import annotations
 
 import json
