@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --from: a PEP 735 dependency group to include (repeatable)")
     it.add_argument("--verbose", action="store_true",
                     help="with --from: show uv's own output when it finds no closure")
+    it.add_argument("--no-source-builds", action="store_true",
+                    help="with --from: refuse any package that would be built from its sdist "
+                         "(in the builder stage) instead of installed from a wheel")
     it.set_defaults(func=_later("init"))
 
     co = sub.add_parser("completion", help="a shell completion script (bash or zsh)",

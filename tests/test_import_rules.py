@@ -232,7 +232,9 @@ def test_main_module_is_the_cli_entry():
 # the modules a distribution is used through, where they are named otherwise: nemo-toolkit's
 # is nemo, and its models take their config as an omegaconf DictConfig (a plain dict is
 # refused), so its payload builds one
-IMPORT_NAMES = {"nemo-toolkit": {"nemo", "omegaconf"}}
+IMPORT_NAMES = {"nemo-toolkit": {"nemo", "omegaconf"},
+                # a tf-keras image trains tf-keras's Keras 2 (TF_USE_LEGACY_KERAS=1)
+                "tensorflow": {"tf_keras"}}
 
 
 def test_smoke_payloads_import_only_stdlib_their_framework_and_their_siblings():

@@ -83,7 +83,8 @@ def fake_tf(tmp_path, gpus, built):
 # ---------------------------------------------------------------------------------- import rule
 def test_imports_only_stdlib_the_harness_and_tensorflow():
     found = imported(PAYLOAD) - set(sys.stdlib_module_names)
-    assert found == {"_harness", "tensorflow"}, found
+    # tf_keras: only where TF_USE_LEGACY_KERAS=1 says the image is a tf-keras one
+    assert found == {"_harness", "tensorflow", "tf_keras"}, found
 
 
 def test_tensorflow_is_imported_only_when_the_payload_runs():

@@ -46,7 +46,7 @@ def from_file(args, m, path: Path) -> int:
     import os
     import tempfile
 
-    from ..core.errors import Unsatisfiable
+    from ..core.errors import EnvironmentMissing, Unsatisfiable
     from ..intake import choose, read
     from ..intake.modules import modules
     from ..resolve.closure import SIMPLE_URL, closure_for
@@ -94,8 +94,11 @@ def from_file(args, m, path: Path) -> int:
             applied = project.apply(stack, loaded.layer)
         except Unsatisfiable as e:
             raise _sentence(e, intake, stack, args.verbose) from None
+        except EnvironmentMissing as e:
+            raise _kernel_sentence(e, intake, args.verbose) or e from None
         _check_hashes(intake, closure_for(applied)[0])
-        _check_builds(intake, closure_for(applied)[0], applied)
+        _check_builds(intake, closure_for(applied)[0], applied,
+                      not getattr(args, "no_source_builds", False))
         direct = {w.name for w in intake.requirements if not w.constraint}
         index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
         mods, notes = modules(closure_for(applied)[0].pins, direct, index)
@@ -147,6 +150,36 @@ def _sentence(e, intake, stack, verbose: bool):
     return Unsatisfiable(msg, file=w.file if w else intake.path, line=w.line if w else None)
 
 
+# Distributions PyPI serves for Linux as an sdist alone whose build compiles CUDA kernels
+# against torch (their setup.py imports torch and runs nvcc): uv cannot even read their
+# metadata without torch in the build environment.
+CUDA_KERNEL_SDISTS = frozenset({"flash-attn", "mamba-ssm", "causal-conv1d", "apex",
+                                "xformers", "flash-attn-3", "grouped-gemm"})
+
+
+def _kernel_sentence(e, intake, verbose: bool):
+    """uv stopped at a package whose sdist builds CUDA kernels: one sentence at the team's
+    line, saying why and what to give instead; None for any other failure."""
+    text = e.message.replace("_", "-").lower()
+
+    def stopped_at(name):   # "`flash-attn@2.6.3` depends on `torch`, but doesn't declare it"
+        at = rf"`{re.escape(name)}(@[^`]*)?`"
+        return bool(re.search(at + r" depends on `torch`", text) or (
+            name in CUDA_KERNEL_SDISTS and re.search(at, text)))
+    named = [w for w in intake.requirements if stopped_at(w.name)]
+    if not named:
+        return None
+    w = named[0]
+    msg = (f"{w.text}: {w.name} has no wheel on the index for this platform, and its sdist "
+           f"compiles CUDA kernels against torch (it imports torch and runs nvcc to build), "
+           f"which envgen does not build: give its prebuilt wheel for this torch, CUDA and "
+           f"Python as `{w.name} @ https://.../FILE.whl#sha256=...` or a local wheel path, or "
+           f"drop it")
+    if verbose:
+        msg += f" (uv: {e.message})"
+    return InputError(msg, file=w.file, line=w.line)
+
+
 def _check_hashes(intake, closure) -> None:
     """A hash the team's file gives must be the file envgen installs."""
     from packaging.utils import canonicalize_name
@@ -160,9 +193,11 @@ def _check_hashes(intake, closure) -> None:
                              line=w.line)
 
 
-def _check_builds(intake, closure, stack) -> None:
+def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     """A team's pin with wheels for other Pythons but none for the image's is a Python
-    mismatch, not a package to compile: one sentence naming the Pythons it was built for."""
+    mismatch, not a package to compile: one sentence naming the Pythons it was built for.
+    Without `source_builds` (--no-source-builds), any distribution of the closure that would
+    be built from its sdist is refused, at the team's line that asked for it."""
     import json
     import os
 
@@ -171,6 +206,16 @@ def _check_builds(intake, closure, stack) -> None:
     from ..resolve.closure import SIMPLE_URL, fetch_json
     index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
     lines = {w.name: w for w in intake.requirements}
+    if not source_builds:
+        for p in closure.pins:
+            if p.file and not p.file.endswith(".whl"):
+                w = lines.get(canonicalize_name(p.name))
+                asked = w.text if w else f"{p.name} (a dependency of the requirements)"
+                raise InputError(f"{asked}: {p.name} {p.version} would be built from its "
+                                 f"sdist ({p.file}) and --no-source-builds refuses that: pin a "
+                                 f"release with a wheel for Python {stack.python} on Linux, or "
+                                 f"give a wheel URL with its sha256",
+                                 file=w.file if w else intake.path, line=w.line if w else None)
     for p in closure.pins:
         w = lines.get(canonicalize_name(p.name))
         if w is None or not p.file or p.file.endswith(".whl"):

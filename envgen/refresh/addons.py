@@ -190,6 +190,35 @@ NEEDS = {
                   f"version (2.15.1: tensorflow<2.16,>=2.15)")
                  for which, line, upto in (("==2.14.*", "2.14", "2.15"),
                                            ("==2.15.0", "2.15", "2.16"))],
+    # seen in certification (2026-12-05): flax 0.6.4 failed `import flax` over jax 0.12.0.1
+    # and over jax 0.4.30 ("'Config' object has no attribute 'define_bool_state'"). Read from
+    # the wheels: every flax before 0.8.0 calls jax.config.define_bool_state
+    # (flax/configurations.py); jax's Config has the method to 0.4.19, forwards it from
+    # _CONFIG_DEPRECATIONS through __getattr__ in 0.4.20 to 0.4.24, and has neither in 0.4.25.
+    # Then over jax 0.4.24, "cannot import name 'linear_util' from 'jax'": flax before 0.7.5
+    # imports jax.linear_util (flax/core/axes_scan.py), which jax 0.4.24 no longer has.
+    "flax": [("<0.7.5", {"jax": "<0.4.24"},
+              "inferred: flax before 0.7.5 imports jax.linear_util (flax/core/axes_scan.py), "
+              "gone from jax 0.4.24, and flax before 0.8 calls jax.config.define_bool_state, "
+              "gone from 0.4.25 (0.6.4's import failed on each in certification, 2026-12-05)"),
+             ("<0.8", {"jax": "<0.4.25"},
+              "inferred: flax/configurations.py of every release before 0.8.0 calls "
+              "jax.config.define_bool_state, which jax 0.4.25 removed (jax/_src/config.py; "
+              "0.6.4's import over jax 0.4.30 failed on it in certification, 2026-12-05)")],
+    # seen in certification (2026-12-05): keras 3.0.0 over jax failed `import keras` with
+    # "No module named 'packaging'" (3.4.0 is the first whose METADATA requires it; over
+    # TensorFlow, tensorflow's own requirements bring it), and then its Model.fit over jax
+    # 0.12.0.1 with "module 'jax' has no attribute 'spmd_mode'". Read from the wheels: keras
+    # before 3.10.0 calls jax.spmd_mode in keras/src/backend/jax/trainer.py; jax/__init__.py
+    # exports it to 0.6.0 and not from 0.6.1. A jax range limits a jax base alone.
+    "keras": [(">=3.0,<3.4", {"packaging": ">=0", "jax": "<0.6.1"},
+               "inferred: keras 3.0 to 3.3 import packaging without requiring it, and keras "
+               "before 3.10 calls jax.spmd_mode in its jax trainer, which jax 0.6.1 removed "
+               "(3.0.0 over jax failed on both in certification, 2026-12-05)"),
+              (">=3.4,<3.10", {"jax": "<0.6.1"},
+               "inferred: keras before 3.10 calls jax.spmd_mode in its jax trainer "
+               "(keras/src/backend/jax/trainer.py), which jax 0.6.1 removed (3.0.0's fit over "
+               "jax 0.12.0.1 failed on it in certification, 2026-12-05)")],
     # DeepSpeed builds its ops with torch.utils.cpp_extension (setup.py, and JIT at run time)
     "deepspeed": [(">=0.18", {"torch": ">=2.2"},
                    "inferred: runtime/zero/muon/original_muon.py applies torch.compile when "

@@ -22,8 +22,9 @@ else:  # a script in /opt/envgen: its folder is first on sys.path
 
 
 def run_into(rep, opts, deadline):
-    base.run_into(rep, opts, deadline)
+    # first: its version is read before jax_smoke's versions check compares it
     keras = h.import_framework(rep, "keras", keras_fit.importer("jax"))
+    base.run_into(rep, opts, deadline)
     if keras is not None:
         h.guarded(rep, "keras_train", keras_fit.check_fit, keras, opts, "jax",
                   rep["level"] == "cuda", "keras_train")

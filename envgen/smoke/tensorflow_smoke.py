@@ -4,7 +4,8 @@ with a Conv2D (so cuDNN loads) trained by `fit`, under the mixed_float16 policy 
 
 Copied into images beside _harness.py and run as ``python /opt/envgen/tensorflow_smoke.py``;
 importable as ``envgen.smoke.tensorflow_smoke`` too (``main(argv) -> int``, ``run(options)``).
-Imports the standard library, the harness and tensorflow only (Keras through ``tf.keras``).
+Imports the standard library, the harness and tensorflow only (Keras through ``tf.keras``;
+``tf_keras`` where TF_USE_LEGACY_KERAS=1 says the image is a tf-keras one).
 tensorflow is imported when the payload runs, after its options are parsed. Memory growth is
 set on every GPU before one is used (TensorFlow otherwise takes most of its memory). CUDA,
 cuDNN and NCCL are read from the libraries mapped into this process (/proc/self/maps, traced
@@ -30,6 +31,7 @@ else:  # a script in /opt/envgen: its folder is first on sys.path
 
 VERSION_KEYS = ("tensorflow", "keras", "cuda", "cudnn", "nccl", "driver")
 tf = None  # set by load(), after the environment
+keras = None  # tf.keras, or tf_keras in a tf-keras image: set by load()
 
 
 def set_environment():
@@ -38,7 +40,7 @@ def set_environment():
 
 
 def load(rep):
-    global tf
+    global tf, keras
     set_environment()
 
     def importer():
@@ -46,8 +48,15 @@ def load(rep):
         return tensorflow
     tf = h.import_framework(rep, "tensorflow", importer)
     if tf is not None:
-        rep["versions"]["keras"] = getattr(tf.keras, "__version__", None) or \
-            h.installed_version("keras")
+        keras, dist = tf.keras, "keras"
+        # a tf-keras image (TF_USE_LEGACY_KERAS=1): its Keras 2 trains, as tf.keras is from
+        # TensorFlow 2.16 and as `import tf_keras` is before (where tf.keras is TF's own)
+        if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+            with contextlib.suppress(ImportError):
+                import tf_keras
+                keras, dist = tf_keras, "tf-keras"
+        rep["versions"]["keras"] = getattr(keras, "__version__", None) or \
+            h.installed_version(dist)
     return tf is not None
 
 
@@ -139,7 +148,7 @@ def read_versions(rep):
     the keys TensorFlow did not load here (key -> why), which --expect cannot be compared
     with: on the CPU it maps no CUDA library; on one GPU it need not load NCCL."""
     v, unexposed = rep["versions"], {}
-    sources = {"tensorflow": "tf.__version__", "keras": "tf.keras.__version__",
+    sources = {"tensorflow": "tf.__version__", "keras": f"{keras.__name__}.__version__",
                "build_info": dict(safe(tf.sysconfig.get_build_info) or {})}
     for key, prefix, symbol, ref, fmt in (
             ("cuda", "libcudart.so", "cudaRuntimeGetVersion", True, h.fmt_cuda),
@@ -166,7 +175,7 @@ def make_data(n, seed=0, classes=4):
 
 
 def make_model(classes=4):
-    k = tf.keras
+    k = keras
     model = k.Sequential([
         k.Input((16, 16, 3)),
         k.layers.Conv2D(8, 3, padding="same", activation="relu"),
@@ -182,9 +191,9 @@ def make_model(classes=4):
 
 def fit(data, steps, batch, policy):
     """(model, per-epoch losses, seconds per step) of a fit under the Keras `policy`."""
-    tf.keras.mixed_precision.set_global_policy(policy)
+    keras.mixed_precision.set_global_policy(policy)
     try:
-        tf.keras.utils.set_random_seed(0)
+        keras.utils.set_random_seed(0)
         model = make_model()
         x, y = data
         # one batch per epoch, so that the history holds one loss per step
@@ -193,7 +202,7 @@ def fit(data, steps, batch, policy):
         seconds = (time.monotonic() - t0) / steps
         return model, [float(v) for v in history.history["loss"]], seconds
     finally:
-        tf.keras.mixed_precision.set_global_policy("float32")
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def check_train(rep, data, steps, batch):
@@ -251,7 +260,7 @@ def check_checkpoint(rep, model, data):
         path = os.path.join(d, "model.keras")
         model.save(path)
         size = os.path.getsize(path)
-        again = tf.keras.models.load_model(path)
+        again = keras.models.load_model(path)
     after = again(x, training=False).numpy()
     diff = float(abs(before - after).max())
     h.check(rep, "checkpoint", diff == 0.0 and math.isfinite(diff),

@@ -1,0 +1,78 @@
+"""What PyPI does not serve as a wheel (issue 28): `init --from --no-source-builds` refuses a
+package the closure would build from its sdist, at the team's line; a package whose sdist
+compiles CUDA kernels against torch (flash-attn and kin) is one sentence at its line saying
+why and what to give instead, not uv's build hint. Offline: the closure and uv's message are
+given; the real runs are recorded in docs/project.md."""
+import types
+
+import pytest
+
+from envgen.commands import init
+from envgen.core.errors import EnvironmentMissing, InputError
+from envgen.core.model import Closure, Pin
+from envgen.intake.model import Intake, Wanted
+
+UV_FLASH = ("uv could not resolve from https://pypi.org/simple: hint: This error likely "
+            "indicates that `flash-attn@2.6.3` depends on `torch`, but doesn't declare it as a "
+            "build dependency. If `flash-attn` is a first-party package, consider adding "
+            "`torch` to its `build-system.requires`.")
+
+
+def intake(*lines):
+    reqs = tuple(Wanted(text=t, name=t.split("==")[0], file="requirements.txt", line=i + 1)
+                 for i, t in enumerate(lines))
+    return Intake(path="requirements.txt", kind="requirements", requirements=reqs)
+
+
+def closure(*pins):
+    return Closure(key="k", inputs={}, pins=tuple(pins))
+
+
+STACK = types.SimpleNamespace(python="3.11", index_url=None)
+SDIST = Pin("crcmod", "1.7", file="crcmod-1.7.tar.gz", sha256="a" * 64)
+WHEEL = Pin("torch", "2.4.1", file="torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl",
+            sha256="b" * 64)
+
+
+def test_no_source_builds_refuses_the_teams_sdist_at_its_line():
+    with pytest.raises(InputError) as e:
+        init._check_builds(intake("torch==2.4.1", "crcmod==1.7"), closure(WHEEL, SDIST), STACK,
+                           source_builds=False)
+    assert (e.value.file, e.value.line) == ("requirements.txt", 2)
+    assert "crcmod 1.7 would be built from its sdist" in e.value.message
+    assert "--no-source-builds" in e.value.message
+
+
+def test_no_source_builds_names_a_dependency_no_line_asked_for():
+    with pytest.raises(InputError) as e:
+        init._check_builds(intake("torch==2.4.1"), closure(WHEEL, SDIST), STACK,
+                           source_builds=False)
+    assert "crcmod (a dependency of the requirements)" in e.value.message
+
+
+def test_wheels_alone_pass_without_source_builds():
+    init._check_builds(intake("torch==2.4.1"), closure(WHEEL), STACK, source_builds=False)
+
+
+def test_a_cuda_kernel_sdist_is_one_sentence_at_its_line():
+    err = init._kernel_sentence(EnvironmentMissing(UV_FLASH),
+                                intake("torch==2.4.1", "flash-attn==2.6.3"), verbose=False)
+    assert isinstance(err, InputError) and (err.file, err.line) == ("requirements.txt", 2)
+    assert "compiles CUDA kernels against torch" in err.message
+    assert "flash-attn @ https://" in err.message and "uv:" not in err.message
+    verbose = init._kernel_sentence(EnvironmentMissing(UV_FLASH),
+                                    intake("torch==2.4.1", "flash-attn==2.6.3"), verbose=True)
+    assert "(uv: " in verbose.message
+
+
+def test_torch_itself_is_never_taken_for_the_kernel_package():
+    # uv's text names `torch` too: only the package that depends on it is meant
+    err = init._kernel_sentence(EnvironmentMissing(UV_FLASH), intake("torch==2.4.1"),
+                                verbose=False)
+    assert err is None
+
+
+def test_another_uv_failure_is_left_as_it_is():
+    err = init._kernel_sentence(EnvironmentMissing("uv could not resolve from X: timed out"),
+                                intake("torch==2.4.1", "numpy==2.0.0"), verbose=False)
+    assert err is None
