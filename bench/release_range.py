@@ -48,7 +48,8 @@ SPECS = [
     "keras==3.15.1,torch==2.4.1",
     "tf-keras==2.14.1,tensorflow-cpu",
     "tf-keras==2.21.0,tensorflow-cpu",
-    "flax==0.6.4,jax-cpu",
+    "flax==0.6.4,jax-cpu",   # refused: needs a jax older than the matrix's (the row says why)
+    "flax==0.6.9,jax-cpu",
     "flax==0.12.12,jax-cpu",
     "optax==0.1.5,jax-cpu",
     "optax==0.2.8,jax-cpu",

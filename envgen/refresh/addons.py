@@ -197,7 +197,17 @@ NEEDS = {
     # _CONFIG_DEPRECATIONS through __getattr__ in 0.4.20 to 0.4.24, and has neither in 0.4.25.
     # Then over jax 0.4.24, "cannot import name 'linear_util' from 'jax'": flax before 0.7.5
     # imports jax.linear_util (flax/core/axes_scan.py), which jax 0.4.24 no longer has.
-    "flax": [("<0.7.5", {"jax": "<0.4.24"},
+    # And over jax 0.4.23: flax 0.6.4 "module 'jax.experimental.pjit' has no attribute
+    # 'PartitionSpec'" (flax/core/meta.py), 0.6.6 "cannot import name 'ShapedArray' from
+    # 'jax'"; `import flax` over jax 0.4.23 fails the same way to 0.6.8 and passes from 0.6.9
+    # (tried natively, 2026-12-05). No jax the matrix holds (0.4.18 on) exports ShapedArray
+    # at the top level (jax/__init__.py), so flax before 0.6.9 is refused with this reason.
+    "flax": [("<0.6.9", {"jax": "<0.4.18"},
+              "inferred: flax before 0.6.9 imports names jax no longer exports (ShapedArray "
+              "from jax, jax.experimental.pjit.PartitionSpec), absent from every jax the "
+              "matrix holds (0.4.18 on): 0.6.4's and 0.6.6's imports over jax 0.4.23 failed "
+              "on them in certification, 2026-12-05"),
+             ("<0.7.5", {"jax": "<0.4.24"},
               "inferred: flax before 0.7.5 imports jax.linear_util (flax/core/axes_scan.py), "
               "gone from jax 0.4.24, and flax before 0.8 calls jax.config.define_bool_state, "
               "gone from 0.4.25 (0.6.4's import failed on each in certification, 2026-12-05)"),
