@@ -58,21 +58,31 @@ def cold(host: str) -> None:
     empty_cache(host)
 
 
-def envgen_build(spec: str, tag: str, env: dict) -> tuple[float, dict, float]:
-    """(wall seconds, build JSON, seconds BuildKit spent exporting the image)."""
+# envgen with the bytecode step rendered out (views.COMPILE_AT_BUILD): what compiling costs
+NO_BYTECODE = ("import sys, envgen.render.views as v; v.COMPILE_AT_BUILD = False; "
+               "from envgen.cli import main; sys.argv[0] = 'envgen'; sys.exit(main())")
+
+
+def envgen_build(spec: str, tag: str, env: dict, bytecode: bool = True
+                 ) -> tuple[float, dict, float]:
+    """(wall seconds, build JSON with "steps_s": each step's seconds as envgen's progress
+    gives them, seconds BuildKit spent exporting the image)."""
     t = time.monotonic()
-    r = run([*ENVGEN, "build", spec, "--tag", tag, "--json", "--progress", "json"], env=env)
+    cmd = ENVGEN if bytecode else [sys.executable, "-c", NO_BYTECODE]
+    r = run([*cmd, "build", spec, "--tag", tag, "--json", "--progress", "json"], env=env)
     took = time.monotonic() - t
-    export = 0.0
+    steps = {}
     for line in r.stderr.splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
         f = ev.get("fields") or ev
-        if f.get("name") == "exporting the image" and f.get("state") == "done":
-            export = float(f.get("seconds") or 0)
-    return took, json.loads(r.stdout), export
+        if f.get("state") == "done" and f.get("name"):
+            steps[f["name"]] = float(f.get("seconds") or 0)
+    out = json.loads(r.stdout)
+    out["steps_s"] = steps
+    return took, out, steps.get("exporting the image", 0.0)
 
 
 def naive_build(kind: str, base: str, pins: list[str], tag: str, env: dict) -> float:
@@ -181,6 +191,8 @@ def main() -> int:
         same = a["layers"] == b["layers"]
         rebuild = min(envgen_build(args.spec, "envgen-bench/b:1", env)[0] for _ in range(3))
         ok_hashed, total, unhashed = hashed_fraction("envgen-bench/b:1")
+        cold(host)   # the same build without its bytecode step: what compiling costs
+        t_plain, plain, _ = envgen_build(args.spec, "envgen-bench/plain:1", env, bytecode=False)
         over = None
         if args.over:
             so = request.resolve(m, args.over, request.host(m))
@@ -212,6 +224,9 @@ def main() -> int:
         "cold_ratio_envgen_over_naive": round(t_envgen / best("naive_pip_s"), 3),
         "cold_ratio_envgen_over_wire": round(t_envgen / (wire_s + export), 3),
         "rebuild_unchanged_s": round(rebuild, 2),
+        "steps_s": {"cold_1": a["build"]["steps_s"], "cold_2": b["build"]["steps_s"],
+                    "no_bytecode": plain["steps_s"]},
+        "cold_no_bytecode_s": round(t_plain, 1),
     }
     if over is not None:
         res["over"] = {"spec": args.over, "cold_envgen_s": round(over["envgen_s"], 1),
@@ -256,6 +271,14 @@ def main() -> int:
                   f"{o['cold_envgen_s']:.0f} s / {o['cold_naive_uv_s']:.0f} s / "
                   f"{o['cold_naive_s']:.0f} s = {o['ratio_uv']} / {o['ratio_pip']} | "
                   f"<= 1.0 / <= 0.6 | {yes[o['ratio_uv'] <= 1.0 and o['ratio_pip'] <= 0.6]} |")
+    def steps(d):
+        return ", ".join(f"{k} {v:g}" for k, v in d.items() if v >= 0.5)
+    md += ["", "Where a cold build's time goes (envgen's own step figures, seconds; the naive "
+           "files do not compile bytecode):", "",
+           f"- cold build 1 ({a['envgen_s']:.1f} s): {steps(a['build']['steps_s'])}",
+           f"- cold build 2 ({b['envgen_s']:.1f} s): {steps(b['build']['steps_s'])}",
+           f"- the same, bytecode step rendered out ({t_plain:.1f} s): "
+           f"{steps(plain['steps_s'])}"]
     md.append("")
     md_path = ROOT / args.markdown
     text = md_path.read_text() if md_path.exists() else "# Benchmarks\n"
