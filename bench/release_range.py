@@ -53,7 +53,7 @@ SPECS = [
     "flax==0.12.12,jax-cpu",
     "optax==0.1.5,jax-cpu",
     "optax==0.2.8,jax-cpu",
-    "nemo-toolkit==2.6.0",
+    "nemo-toolkit==2.6.1",   # 2.6.0 pins ctc_segmentation 1.7.4 (sdist only): left out
     "nemo-toolkit==3.0.0",
 ]
 

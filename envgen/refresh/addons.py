@@ -49,10 +49,11 @@ ADDONS = {
                    "https://huggingface.co/docs/accelerate/basic_tutorials/install"),
     "deepspeed": ("deepspeed", None, None,
                   "https://www.deepspeed.ai/tutorials/advanced-install/"),
-    # From 2.6: the first line whose [asr] closure needs no compiler (2.5.3's pins
-    # ctc-segmentation==1.7.4, a Cython extension PyPI serves as an sdist alone), and the
-    # first to state torch>=2.6.0. Its lightning range sits in the asr extra.
-    "nemo": ("nemo-toolkit", "2.6", "asr",
+    # From 2.6.1: the first release whose [asr] closure needs no compiler (2.5.3 and 2.6.0
+    # pin ctc_segmentation==1.7.4 in their asr extra, a Cython extension PyPI serves as an
+    # sdist alone: 2.6.0's closure found no wheel for it, 2026-12-05), and the first line to
+    # state torch>=2.6.0. Its lightning range sits in the asr extra.
+    "nemo": ("nemo-toolkit", "2.6.1", "asr",
              "https://docs.nvidia.com/nemo-framework/user-guide/latest/installation.html"),
     # over TensorFlow: Keras (2.x is TensorFlow's own; 3.x runs over TensorFlow, JAX or
     # PyTorch) and tf-keras (Keras 2 for TensorFlow 2.16 and later)
