@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_all import DOC, ROOT  # noqa: E402
+from sections import write_between  # noqa: E402
 
 JSON = ROOT / "bench" / "arm64-emulated.json"
 STACK, TAG = "pytorch-cpu-arm64", "envgen-bench/pytorch-cpu-arm64:emulated"
@@ -80,14 +81,7 @@ def write_doc(entries: list[dict]) -> None:
     head = ["| date | host | base made anew | base s (to the first image step) | image steps "
             "s (envgen's figures) | certification s | whole run s | certificate |",
             "|---|---|---|---|---|---|---|---|"]
-    block = "\n".join([START, *head, *(row(e) for e in entries), END])
-    text = DOC.read_text()
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    write_between(DOC, START, END, [*head, *(row(e) for e in entries)])
 
 
 def main() -> int:

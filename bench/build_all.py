@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from sections import write_between  # bench/ is first on sys.path (run as a script)
+
 ROOT = Path(__file__).resolve().parents[1]
 JSON = ROOT / "bench" / "matrix-builds.json"
 DOC = ROOT / "docs" / "matrix-builds.md"
@@ -91,14 +93,8 @@ def table(results: dict[str, dict]) -> list[str]:
 
 
 def write_doc(results: dict[str, dict]) -> None:
-    text = DOC.read_text() if DOC.is_file() else "# Real builds of the matrix's PyPI stacks\n"
-    block = "\n".join([START, *table(results), END])
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    write_between(DOC, START, END, table(results),
+                  default="# Real builds of the matrix's PyPI stacks\n")
 
 
 def main() -> int:

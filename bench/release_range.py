@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_all import DOC, ROOT, envgen, one  # noqa: E402
+from sections import write_between  # noqa: E402
 
 JSON = ROOT / "bench" / "release-range.json"
 START, END = "<!-- release range: start -->", "<!-- release range: end -->"
@@ -75,14 +76,7 @@ def table(results: dict[str, dict]) -> list[str]:
 
 
 def write_doc(results: dict[str, dict]) -> None:
-    text = DOC.read_text()
-    block = "\n".join([START, *table(results), END])
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    write_between(DOC, START, END, table(results))
 
 
 def main() -> int:
