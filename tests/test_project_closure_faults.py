@@ -20,7 +20,7 @@ def test_an_index_timeout_while_hashing_caches_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(cl, "cache_dir", lambda: tmp_path)
     monkeypatch.setattr(cl, "probe_index", lambda index: None)
     monkeypatch.setattr(cl, "compile_pins", lambda inputs: ({"numpy": "2.4.6"}, "uv 0"))
-    monkeypatch.setattr(cl, "hash_pin", lambda name, version, *a: Pin(
+    monkeypatch.setattr(cl, "hash_pin", lambda name, version, *a, **k: Pin(
         name, version, note=f"{INDEX} could not be read for {name} (The read operation "
                             f"timed out)"))
     with pytest.raises(EnvironmentMissing) as e:

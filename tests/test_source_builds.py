@@ -76,3 +76,19 @@ def test_another_uv_failure_is_left_as_it_is():
     err = init._kernel_sentence(EnvironmentMissing("uv could not resolve from X: timed out"),
                                 intake("torch==2.4.1", "numpy==2.0.0"), verbose=False)
     assert err is None
+
+
+@pytest.mark.parametrize("cuda, stack, words", [
+    ("12.1", "pytorch-cu121", "CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, 12.0 to 12.9) "
+                              "carry ptxas but no nvcc, so pytorch-cu121 (CUDA 12.1) cannot"),
+    ("11.7", "pytorch-cu117", "nvidia-cuda-nvcc-cu11) carry ptxas but no nvcc"),
+    ("13.0", "pytorch-cu130", "CUDA 13 wheels on PyPI carry nvcc (nvidia-cuda-nvcc, "
+                              "nvidia-nvvm, nvidia-cuda-crt), but envgen's image builds do not"),
+])
+def test_the_kernel_sentence_says_where_nvcc_would_come_from_for_the_stacks_cuda(
+        cuda, stack, words):
+    from types import SimpleNamespace
+    err = init._kernel_sentence(EnvironmentMissing(UV_FLASH),
+                                intake("torch==2.4.1", "flash-attn==2.6.3"), verbose=False,
+                                stack=SimpleNamespace(cuda=cuda, stack=stack))
+    assert words in err.message and err.message.endswith("or drop it")

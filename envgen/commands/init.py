@@ -95,7 +95,7 @@ def from_file(args, m, path: Path) -> int:
         except Unsatisfiable as e:
             raise _sentence(e, intake, stack, args.verbose) from None
         except EnvironmentMissing as e:
-            raise _kernel_sentence(e, intake, args.verbose) or e from None
+            raise _kernel_sentence(e, intake, args.verbose, stack) or e from None
         _check_hashes(intake, closure_for(applied)[0])
         _check_builds(intake, closure_for(applied)[0], applied,
                       not getattr(args, "no_source_builds", False))
@@ -157,9 +157,25 @@ CUDA_KERNEL_SDISTS = frozenset({"flash-attn", "mamba-ssm", "causal-conv1d", "ape
                                 "xformers", "flash-attn-3", "grouped-gemm"})
 
 
-def _kernel_sentence(e, intake, verbose: bool):
+# Where nvcc could come from, by the stack's CUDA major: NVIDIA's PyPI wheels. Read from the
+# wheels' own file lists (2026-12-05): nvidia-cuda-nvcc-cu11 11.8.89 and nvidia-cuda-nvcc-cu12
+# 12.1.105, 12.2.140, 12.4.131, 12.6.85, 12.8.93 and 12.9.86 hold ptxas, the crt headers and
+# libnvvm but neither the nvcc driver nor cicc; CUDA 13's nvidia-cuda-nvcc 13.0.88 holds
+# bin/nvcc, with cicc in nvidia-nvvm and the crt headers in nvidia-cuda-crt (one nvidia/cu13
+# tree). bench/gpu/kernel.sh compiles a torch CUDA extension from that tree.
+NVCC_ON_PYPI = {
+    "11": "NVIDIA's CUDA 11 wheels on PyPI (nvidia-cuda-nvcc-cu11) carry ptxas but no nvcc",
+    "12": "NVIDIA's CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, 12.0 to 12.9) carry ptxas "
+          "but no nvcc",
+    "13": "NVIDIA's CUDA 13 wheels on PyPI carry nvcc (nvidia-cuda-nvcc, nvidia-nvvm, "
+          "nvidia-cuda-crt), but envgen's image builds do not compile CUDA kernels yet",
+}
+
+
+def _kernel_sentence(e, intake, verbose: bool, stack=None):
     """uv stopped at a package whose sdist builds CUDA kernels: one sentence at the team's
-    line, saying why and what to give instead; None for any other failure."""
+    line, saying why (where nvcc would come from for the stack's CUDA) and what to give
+    instead; None for any other failure."""
     text = e.message.replace("_", "-").lower()
 
     def stopped_at(name):   # "`flash-attn@2.6.3` depends on `torch`, but doesn't declare it"
@@ -170,11 +186,14 @@ def _kernel_sentence(e, intake, verbose: bool):
     if not named:
         return None
     w = named[0]
+    cuda = str(getattr(stack, "cuda", None) or "")
+    nvcc = NVCC_ON_PYPI.get(cuda.split(".")[0])
+    why = (f"; {nvcc}, so {stack.stack} (CUDA {cuda}) cannot build it"
+           if nvcc and stack is not None else "")
     msg = (f"{w.text}: {w.name} has no wheel on the index for this platform, and its sdist "
-           f"compiles CUDA kernels against torch (it imports torch and runs nvcc to build), "
-           f"which envgen does not build: give its prebuilt wheel for this torch, CUDA and "
-           f"Python as `{w.name} @ https://.../FILE.whl#sha256=...` or a local wheel path, or "
-           f"drop it")
+           f"compiles CUDA kernels against torch (it imports torch and runs nvcc to build){why}"
+           f": give its prebuilt wheel for this torch, CUDA and Python as "
+           f"`{w.name} @ https://.../FILE.whl#sha256=...` or a local wheel path, or drop it")
     if verbose:
         msg += f" (uv: {e.message})"
     return InputError(msg, file=w.file, line=w.line)

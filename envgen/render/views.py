@@ -387,6 +387,9 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             if layer is None else [],
             "source_dir": LAYER_DIRS[5],
             "index_url": stack.index_url,
+            # a team's own indexes, where its packages come from (each file checked by hash)
+            "extra_index_urls": list(stack.project.indexes) if stack.project is not None and (
+                layer is None or layer.get("dir") in (PROJECT_DIR, PROJECT_BUILD_DIR)) else [],
             "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
                       "note": p.note} for p in chosen],
             "hashed": all(p.sha256 for p in chosen),

@@ -437,15 +437,28 @@ def pick_file(files: list, name: str, version: str, tags: tuple[str, ...]):
 
 
 def hash_pin(name: str, version: str, python: str, platform: str, index: str,
-             fetch=fetch_json) -> Pin:
+             fetch=fetch_json, extra: tuple[str, ...] = ()) -> Pin:
     """The exact file of name==version for this interpreter and its sha256, or a Pin with a
-    note saying why the index gave none."""
-    try:
-        data = fetch(f"{index}/{canonical_name(name)}/")
-    except LookupError:
-        return Pin(name, version, note=f"{name} is not on {index}")
-    except OSError as e:
-        return Pin(name, version, note=f"{index} could not be read for {name} ({e})")
+    note saying why the index gave none. With `extra` indexes the file comes from the index
+    uv took it from: uv's default strategy (first-index) asks the extra indexes in their
+    order, then `index`, and takes the first that serves the project at all."""
+    *extras, last = [*dict.fromkeys(u.rstrip("/") for u in extra if u), index]
+    for at in [*extras, last]:
+        try:
+            data = fetch(f"{at}/{canonical_name(name)}/")
+        except LookupError:
+            if at is not last:
+                continue   # not on this extra index: uv asks the next
+            where = f"any of {', '.join([*extras, last])}" if extras else index
+            return Pin(name, version, note=f"{name} is not on {where}")
+        except OSError as e:
+            return Pin(name, version, note=f"{at} could not be read for {name} ({e})")
+        return _pick_pin(data, name, version, python, platform, at)
+    return Pin(name, version, note=f"{name} is not on {index}")   # not reached
+
+
+def _pick_pin(data: dict, name: str, version: str, python: str, platform: str,
+              index: str) -> Pin:
     chosen, is_sdist = pick_file(data.get("files") or [], name, version,
                                  platform_tags(python, platform))
     if chosen is None:
@@ -618,13 +631,14 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
         if f is not None:   # the file its URL or path names, pinned by its sha256
             return Pin(kv[0], kv[1], file=f["file"], sha256=f["sha256"],
                        note=f"from {f['url']}")
-        return hash_pin(kv[0], kv[1], inputs["python"], inputs["platform"], index)
+        return hash_pin(kv[0], kv[1], inputs["python"], inputs["platform"], index,
+                        extra=tuple(inputs.get("extra_index_urls") or ()))
     with ThreadPoolExecutor(max_workers=8) as pool:
         hashed = list(pool.map(pin, items))
     # an index that did not answer for one file is a passing fault, not a fact: nothing is
     # cached (a cached closure with an unhashed pin failed every later build of the project)
     unread = next((p for p in hashed if not p.sha256 and p.note
-                   and p.note.startswith(f"{index} could not be read")), None)
+                   and " could not be read for " in p.note), None)
     if unread is not None:
         raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
                                  f"command again asks the index again")
