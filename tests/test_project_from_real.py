@@ -66,6 +66,8 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
     out = json.loads(r.stdout)
     assert out["stack"] == "pytorch-cu121"
     assert imports <= set(out["smoke"][2].removeprefix("import ").split(", "))
+    # every import is read from a file (the index's, the git archive, the local wheel)
+    assert not [n for n in out["notes"] if "guessed" in n], out["notes"]
     got = build_certified(folder, home)
     try:
         # the plain image's lower layers are shared

@@ -76,25 +76,34 @@ class _Ranged(io.RawIOBase):
 
 def modules_of_wheel(url: str) -> list[str]:
     with zipfile.ZipFile(io.BufferedReader(_Ranged(url), 1 << 16)) as z:
-        names = z.namelist()
-        top = next((n for n in names if n.endswith(".dist-info/top_level.txt")
-                    and n.count("/") == 1), None)
-        if top:
-            found = z.read(top).decode("utf-8", "replace").split()
-        else:
-            found = []
-            for n in names:
-                head = n.split("/", 1)[0]
-                if head.endswith((".dist-info", ".data")) or "/" not in n and not \
-                        n.endswith(".py"):
-                    continue
-                found.append(head.removesuffix(".py"))
+        return _wheel_modules(z)
+
+
+def _wheel_modules(z: zipfile.ZipFile) -> list[str]:
+    """A wheel's top-level modules: its top_level.txt, else the folders and .py files at
+    its root (not its .dist-info or .data)."""
+    names = z.namelist()
+    top = next((n for n in names if n.endswith(".dist-info/top_level.txt")
+                and n.count("/") == 1), None)
+    if top:
+        found = z.read(top).decode("utf-8", "replace").split()
+    else:
+        found = []
+        for n in names:
+            head = n.split("/", 1)[0]
+            if head.endswith((".dist-info", ".data")) or "/" not in n and not \
+                    n.endswith(".py"):
+                continue
+            found.append(head.removesuffix(".py"))
     return sorted({m for m in (x.split("/")[0] for x in found)
                    if _MODULE.fullmatch(m) and not m.startswith("_")})
 
 
-def modules(pins, names: set[str], index: str, fetch=None) -> tuple[list[str], list[str]]:
-    """(modules, notes) for the pins whose canonical names are in `names`."""
+def modules(pins, names: set[str], index: str, fetch=None, local=None
+            ) -> tuple[list[str], list[str]]:
+    """(modules, notes) for the pins whose canonical names are in `names`; `local` maps a
+    canonical name to the file envgen already holds for it (a git reference's archive, a
+    URL's or path's file), read in place of the index's."""
     from packaging.utils import canonicalize_name
 
     from ..resolve.closure import fetch_json
@@ -109,10 +118,14 @@ def modules(pins, names: set[str], index: str, fetch=None) -> tuple[list[str], l
             out.update(known)
             continue
         try:
-            files = fetch(f"{index}/{name}/").get("files") or []
-            url = next(f["url"] for f in files if f.get("filename") == p.file)
-            found = modules_of_wheel(url) if p.file.endswith(".whl") else \
-                modules_of_sdist(url, p.sha256)
+            held = (local or {}).get(name)
+            if held is not None:
+                found = _modules_of_file(held, p.sha256)
+            else:
+                files = fetch(f"{index}/{name}/").get("files") or []
+                url = next(f["url"] for f in files if f.get("filename") == p.file)
+                found = modules_of_wheel(url) if p.file.endswith(".whl") else \
+                    modules_of_sdist(url, p.sha256)
             if not found:
                 found = [name.replace("-", "_")]
                 notes.append(f"{p.name}: its {p.file} names no top-level module; import "
@@ -126,6 +139,20 @@ def modules(pins, names: set[str], index: str, fetch=None) -> tuple[list[str], l
                          f"import {guess} is guessed from its name")
         out.update(found)
     return sorted(out), notes
+
+
+def _modules_of_file(path, sha256: str | None) -> list[str]:
+    """A wheel's or source archive's top-level modules, from the file on this machine,
+    checked against its sha256 first."""
+    import hashlib
+    from pathlib import Path
+    data = Path(path).read_bytes()
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+        raise OSError(f"{path} changed since it was pinned (its sha256 differs)")
+    if str(path).endswith(".whl"):
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return _wheel_modules(z)
+    return modules_of_archive(data, str(path).endswith(".zip"))
 
 
 def _cache_file(pin):
@@ -168,7 +195,6 @@ def modules_of_sdist(url: str, sha256: str | None) -> list[str]:
     folder with __init__.py) and modules at its root or under src/. The sdist is read
     whole (at most 32 MiB) and checked against its sha256 first."""
     import hashlib
-    import tarfile
     import urllib.request
 
     from ..core import fetching
@@ -179,7 +205,13 @@ def modules_of_sdist(url: str, sha256: str | None) -> list[str]:
         raise OSError("the sdist is larger than 32 MiB")
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise OSError("the sdist's sha256 differs from the index's")
-    if url.split("?")[0].endswith(".zip"):
+    return modules_of_archive(data, url.split("?")[0].endswith(".zip"))
+
+
+def modules_of_archive(data: bytes, is_zip: bool) -> list[str]:
+    """The top-level modules of an sdist or source archive, from its bytes."""
+    import tarfile
+    if is_zip:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
         read = zipfile.ZipFile(io.BytesIO(data)).read
     else:
