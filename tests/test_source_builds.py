@@ -28,6 +28,23 @@ def closure(*pins):
     return Closure(key="k", inputs={}, pins=tuple(pins))
 
 
+@pytest.fixture(autouse=True)
+def offline(tmp_path, monkeypatch):
+    """No index is asked: crcmod 1.7's Pythons (none: an sdist alone) are in the memo a
+    first read leaves in ENVGEN_HOME."""
+    import json
+
+    import envgen.resolve.closure as cl
+
+    def never(url):
+        raise AssertionError(f"an index was asked: {url}")
+    monkeypatch.setattr(cl, "fetch_json", never)
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    memo = tmp_path / "cache" / "wheel-pythons" / f"{'a' * 64}.json"
+    memo.parent.mkdir(parents=True)
+    memo.write_text(json.dumps([]))
+
+
 STACK = types.SimpleNamespace(python="3.11", index_url=None)
 SDIST = Pin("crcmod", "1.7", file="crcmod-1.7.tar.gz", sha256="a" * 64)
 WHEEL = Pin("torch", "2.4.1", file="torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl",
@@ -92,3 +109,17 @@ def test_the_kernel_sentence_says_where_nvcc_would_come_from_for_the_stacks_cuda
                                 intake("torch==2.4.1", "flash-attn==2.6.3"), verbose=False,
                                 stack=SimpleNamespace(cuda=cuda, stack=stack))
     assert words in err.message and err.message.endswith("or drop it")
+
+
+def test_a_python_mismatch_is_said_before_the_source_build_refusal(tmp_path, monkeypatch):
+    # torch 1.12.1 has wheels for cp37 to cp310 and none for 3.11: a newer Python, not a
+    # compiler, is what the team lacks (the Pythons it was built for, as read from the index
+    # before, lie in ENVGEN_HOME's memo: no index is asked)
+    import json
+    old = Pin("torch", "1.12.1", file="torch-1.12.1.tar.gz", sha256="c" * 64)
+    memo = tmp_path / "cache" / "wheel-pythons" / f"{'c' * 64}.json"
+    memo.write_text(json.dumps([7, 8, 9, 10]))
+    with pytest.raises(InputError) as e:
+        init._check_builds(intake("torch==1.12.1"), closure(old), STACK, source_builds=False)
+    assert "torch 1.12.1 has no build for Python 3.11 (cp37 to cp310): python=3.10" \
+        in e.value.message and "--no-source-builds" not in e.value.message

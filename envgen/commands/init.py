@@ -231,8 +231,8 @@ def _check_hashes(intake, closure) -> None:
 def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     """A team's pin with wheels for other Pythons but none for the image's is a Python
     mismatch, not a package to compile: one sentence naming the Pythons it was built for.
-    Without `source_builds` (--no-source-builds), any distribution of the closure that would
-    be built from its sdist is refused, at the team's line that asked for it."""
+    Without `source_builds` (--no-source-builds), any other distribution of the closure that
+    would be built from its sdist is refused, at the team's line that asked for it."""
     import json
     import os
 
@@ -241,16 +241,6 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     from ..resolve.closure import SIMPLE_URL, fetch_json
     index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
     lines = {w.name: w for w in intake.requirements}
-    if not source_builds:
-        for p in closure.pins:
-            if p.file and not p.file.endswith(".whl"):
-                w = lines.get(canonicalize_name(p.name))
-                asked = w.text if w else f"{p.name} (a dependency of the requirements)"
-                raise InputError(f"{asked}: {p.name} {p.version} would be built from its "
-                                 f"sdist ({p.file}) and --no-source-builds refuses that: pin a "
-                                 f"release with a wheel for Python {stack.python} on Linux, or "
-                                 f"give a wheel URL with its sha256",
-                                 file=w.file if w else intake.path, line=w.line if w else None)
     for p in closure.pins:
         w = lines.get(canonicalize_name(p.name))
         if w is None or not p.file or p.file.endswith(".whl"):
@@ -287,6 +277,17 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
         raise InputError(f"{w.text}: {p.name} {p.version} has no build for Python "
                          f"{stack.python} (cp3{min(pys)} to cp3{max(pys)}): {fix}a newer "
                          f"{p.name} that has one", file=w.file, line=w.line)
+    # said after a Python mismatch, which no source build would mend
+    if not source_builds:
+        for p in closure.pins:
+            if p.file and not p.file.endswith(".whl"):
+                w = lines.get(canonicalize_name(p.name))
+                asked = w.text if w else f"{p.name} (a dependency of the requirements)"
+                raise InputError(f"{asked}: {p.name} {p.version} would be built from its "
+                                 f"sdist ({p.file}) and --no-source-builds refuses that: pin a "
+                                 f"release with a wheel for Python {stack.python} on Linux, or "
+                                 f"give a wheel URL with its sha256",
+                                 file=w.file if w else intake.path, line=w.line if w else None)
 
 
 def _pin_git(intake):
