@@ -60,3 +60,14 @@ def test_a_held_file_that_changed_is_not_read_and_the_guess_says_why(tmp_path, m
                           local={"envgen-tinylib": a})
     assert mods == ["envgen_tinylib"]
     assert "changed since it was pinned" in notes[0] and "guessed" in notes[0]
+
+
+def test_a_package_kept_deeper_is_read_only_under_the_distributions_own_name(tmp_path):
+    from envgen.intake.modules import modules_of_archive
+    layout = {"setup.py": "", "python2/crcmod/__init__.py": "", "python3/crcmod/__init__.py": "",
+              "test/helpers/__init__.py": ""}
+    data = archive(tmp_path / "crcmod-1.7.tar.gz", "crcmod-1.7", layout).read_bytes()
+    assert modules_of_archive(data, False, "crcmod") == ["crcmod"]
+    # another name deeper down is not taken for the distribution's
+    assert modules_of_archive(data, False, "other") == []
+    assert modules_of_archive(data, False) == []

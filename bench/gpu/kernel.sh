@@ -31,8 +31,14 @@ command -v gcc g++ nvcc ninja || true
 gcc --version 2>/dev/null | head -1
 
 step "keras over torch and over jax, on the GPU"
+# keras 3 and what it needs beyond this host's install, from .kx/keras/ when carried
+KPATH=
+if ls .kx/keras/*.whl >/dev/null 2>&1 && ! python3 -c "import keras" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kx-site .kx/keras/*.whl \
+    && KPATH=/tmp/kx-site
+fi
 for P in keras_torch_smoke keras_jax_smoke; do
-  (cd envgen/smoke && timeout 600 python3 $P.py --require cuda > "$OUT/native-$P.json")
+  (cd envgen/smoke && PYTHONPATH=$KPATH${PYTHONPATH:+:$PYTHONPATH} timeout 600 python3 $P.py --require cuda > "$OUT/native-$P.json")
   echo "$P exit $?"; tail -c 600 "$OUT/native-$P.json"; echo
 done
 
@@ -40,12 +46,22 @@ step "a CUDA home from NVIDIA's wheels"
 SITE=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
 TREE="$SITE/nvidia/cu13"
 ls "$TREE" 2>/dev/null; ls "$TREE/bin" "$TREE/nvvm/bin" 2>/dev/null
-if [ ! -x "$TREE/bin/nvcc" ] || [ ! -x "$TREE/nvvm/bin/cicc" ]; then
+# this host's torch brings nvidia-cuda-runtime (headers, libcudart) but not the compiler: the
+# files of nvidia-cuda-nvcc and nvidia-nvvm 13.0.88, nvidia-cuda-crt 13.0.88 and
+# nvidia-cuda-cccl 13.0.85 (nvlink left out: nvcc -c does not run it) come in .kx/, a call
+# carrying 64 MiB at most
+TOOLS=$TREE
+if [ ! -x "$TREE/bin/nvcc" ] && [ -f .kx/cuda13-toolchain.tar.xz ]; then
+  rm -rf /tmp/cu13-tools && mkdir -p /tmp/cu13-tools && tar xJf .kx/cuda13-toolchain.tar.xz -C /tmp/cu13-tools
+  TOOLS=/tmp/cu13-tools/nvidia/cu13
+fi
+if [ ! -x "$TOOLS/bin/nvcc" ] || [ ! -x "$TOOLS/nvvm/bin/cicc" ]; then
   echo "RESULT kernel: not built: $TREE lacks bin/nvcc or nvvm/bin/cicc (nvidia-cuda-nvcc and nvidia-nvvm are not installed here)"
   exit 0
 fi
 CH=/tmp/cuda-home; rm -rf $CH; mkdir -p $CH/lib64 $CH/targets/x86_64-linux
-cp -rs "$TREE/bin" "$TREE/nvvm" "$TREE/include" $CH/
+cp -rs "$TOOLS/bin" "$TOOLS/nvvm" $CH/
+mkdir -p $CH/include && cp -rsn "$TREE/include/." $CH/include/ && cp -rsn "$TOOLS/include/." $CH/include/
 ln -s "$TREE/lib/libcudart.so.13" $CH/lib64/libcudart.so
 ln -s ../../include $CH/targets/x86_64-linux/include; ln -s ../../lib64 $CH/targets/x86_64-linux/lib
 $CH/bin/nvcc --version | tail -2

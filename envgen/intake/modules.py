@@ -120,12 +120,12 @@ def modules(pins, names: set[str], index: str, fetch=None, local=None
         try:
             held = (local or {}).get(name)
             if held is not None:
-                found = _modules_of_file(held, p.sha256)
+                found = _modules_of_file(held, p.sha256, name)
             else:
                 files = fetch(f"{index}/{name}/").get("files") or []
                 url = next(f["url"] for f in files if f.get("filename") == p.file)
                 found = modules_of_wheel(url) if p.file.endswith(".whl") else \
-                    modules_of_sdist(url, p.sha256)
+                    modules_of_sdist(url, p.sha256, name)
             if not found:
                 found = [name.replace("-", "_")]
                 notes.append(f"{p.name}: its {p.file} names no top-level module; import "
@@ -141,7 +141,7 @@ def modules(pins, names: set[str], index: str, fetch=None, local=None
     return sorted(out), notes
 
 
-def _modules_of_file(path, sha256: str | None) -> list[str]:
+def _modules_of_file(path, sha256: str | None, name: str | None = None) -> list[str]:
     """A wheel's or source archive's top-level modules, from the file on this machine,
     checked against its sha256 first."""
     import hashlib
@@ -152,7 +152,7 @@ def _modules_of_file(path, sha256: str | None) -> list[str]:
     if str(path).endswith(".whl"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             return _wheel_modules(z)
-    return modules_of_archive(data, str(path).endswith(".zip"))
+    return modules_of_archive(data, str(path).endswith(".zip"), name)
 
 
 def _cache_file(pin):
@@ -190,7 +190,7 @@ def _remember(pin, found) -> None:
 MAX_SDIST = 32 * 1024 * 1024
 
 
-def modules_of_sdist(url: str, sha256: str | None) -> list[str]:
+def modules_of_sdist(url: str, sha256: str | None, name: str | None = None) -> list[str]:
     """An sdist's top-level modules: its egg-info's top_level.txt, else the packages (a
     folder with __init__.py) and modules at its root or under src/. The sdist is read
     whole (at most 32 MiB) and checked against its sha256 first."""
@@ -205,11 +205,14 @@ def modules_of_sdist(url: str, sha256: str | None) -> list[str]:
         raise OSError("the sdist is larger than 32 MiB")
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise OSError("the sdist's sha256 differs from the index's")
-    return modules_of_archive(data, url.split("?")[0].endswith(".zip"))
+    return modules_of_archive(data, url.split("?")[0].endswith(".zip"), name)
 
 
-def modules_of_archive(data: bytes, is_zip: bool) -> list[str]:
-    """The top-level modules of an sdist or source archive, from its bytes."""
+def modules_of_archive(data: bytes, is_zip: bool, name: str | None = None) -> list[str]:
+    """The top-level modules of an sdist or source archive, from its bytes. When none lies
+    at its root or under src/ (crcmod 1.7 keeps python2/crcmod/ and python3/crcmod/, its
+    setup.py choosing one), a package or module named as the distribution `name` is
+    looked for one or two folders deeper: found, it is read, not guessed."""
     import tarfile
     if is_zip:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
@@ -232,4 +235,9 @@ def modules_of_archive(data: bytes, is_zip: bool) -> list[str]:
             if len(parts) == 2 and parts[1] == "__init__.py" or len(parts) == 1 and \
                     parts[0].endswith(".py") and parts[0] != "setup.py":
                 found.append(parts[0].removesuffix(".py"))
+        own = (name or "").lower().replace("-", "_").replace(".", "_")
+        if not found and own and any(
+                n.split("/")[-2:] == [own, "__init__.py"] or n.split("/")[-1] == f"{own}.py"
+                for n in names if 2 <= n.count("/") <= 4):
+            found.append(own)
     return sorted({m for m in found if _MODULE.fullmatch(m) and not m.startswith("_")})
