@@ -61,15 +61,15 @@ if [ ! -x "$TOOLS/bin/nvcc" ] || [ ! -x "$TOOLS/nvvm/bin/cicc" ]; then
 fi
 CH=/tmp/cuda-home; rm -rf $CH; mkdir -p $CH/lib64 $CH/targets/x86_64-linux
 cp -rs "$TOOLS/bin" "$TOOLS/nvvm" $CH/
-mkdir -p $CH/include && cp -rsn "$TREE/include/." $CH/include/ && cp -rsn "$TOOLS/include/." $CH/include/
+mkdir -p $CH/include && cp -rs --update=none "$TREE/include/." $CH/include/ && cp -rs --update=none "$TOOLS/include/." $CH/include/
 ln -s "$TREE/lib/libcudart.so.13" $CH/lib64/libcudart.so
 ln -s ../../include $CH/targets/x86_64-linux/include; ln -s ../../lib64 $CH/targets/x86_64-linux/lib
 $CH/bin/nvcc --version | tail -2
-CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
-export CUDA_HOME=$CH PATH=$CH/bin:$PATH TORCH_CUDA_ARCH_LIST="$CC" MAX_JOBS=8
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+export CUDA_HOME=$CH PATH=$CH/bin:$PATH TORCH_CUDA_ARCH_LIST="$CAP" MAX_JOBS=8
 [ -d "$CH/include/cccl" ] && export NVCC_APPEND_FLAGS="-isystem $CH/include/cccl"
 
-step "build the extension for compute capability $CC"
+step "build the extension for compute capability $CAP"
 B0=$(date +%s)
 rm -rf /tmp/kext && cp -r bench/gpu/kernel-ext /tmp/kext
 python3 -m pip wheel --no-build-isolation --no-deps --no-index -w /tmp/kwheels /tmp/kext > "$OUT/kernel-build.log" 2>&1
