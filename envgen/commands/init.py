@@ -102,7 +102,7 @@ def from_file(args, m, path: Path) -> int:
         direct = {w.name for w in intake.requirements if not w.constraint}
         index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
         mods, notes = modules(closure_for(applied)[0].pins, direct, index,
-                              local=_held_files(applied.project))
+                              local=project.held_files(applied.project))
         smoke = ["python", "-c", "import " + ", ".join(mods)] if mods else []
         text = choose.text(intake, stack, spec, name, why + notes, target, smoke)
         write_atomic(path, text)
@@ -130,21 +130,6 @@ def from_file(args, m, path: Path) -> int:
               f"{' '.join(smoke) or '(none)'}")
         print(f"wrote {path}: image envgen/{name}; then `envgen build --certify`")
     return 0
-
-
-def _held_files(layer) -> dict:
-    """canonical name → the file envgen already holds for a git reference (its archive) or
-    a URL or path requirement (its file): both were kept by resolution, read in place."""
-    from packaging.utils import canonicalize_name
-
-    from ..resolve.gitref import archive
-    from ..resolve.project import file_requirements, git_requirements
-    from ..resolve.urlref import fetch
-    held = {canonicalize_name(n): archive(n, repo, commit)[0]
-            for n, repo, commit in git_requirements(layer)}
-    held.update((canonicalize_name(n), fetch(n, url, sha)[0])
-                for n, url, sha in file_requirements(layer))
-    return held
 
 
 def _sentence(e, intake, stack, verbose: bool):

@@ -442,19 +442,17 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
     note saying why the index gave none. With `extra` indexes the file comes from the index
     uv took it from: uv's default strategy (first-index) asks the extra indexes in their
     order, then `index`, and takes the first that serves the project at all."""
-    *extras, last = [*dict.fromkeys(u.rstrip("/") for u in extra if u), index]
-    for at in [*extras, last]:
+    order = list(dict.fromkeys([*(u.rstrip("/") for u in extra if u), index]))
+    for at in order:
         try:
             data = fetch(f"{at}/{canonical_name(name)}/")
         except LookupError:
-            if at is not last:
-                continue   # not on this extra index: uv asks the next
-            where = f"any of {', '.join([*extras, last])}" if extras else index
-            return Pin(name, version, note=f"{name} is not on {where}")
+            continue   # not on this index: uv asks the next
         except OSError as e:
             return Pin(name, version, note=f"{at} could not be read for {name} ({e})")
         return _pick_pin(data, name, version, python, platform, at)
-    return Pin(name, version, note=f"{name} is not on {index}")   # not reached
+    where = f"any of {', '.join(order)}" if len(order) > 1 else index
+    return Pin(name, version, note=f"{name} is not on {where}")
 
 
 def _pick_pin(data: dict, name: str, version: str, python: str, platform: str,

@@ -224,11 +224,22 @@ def file_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
     return references(layer.requirements)
 
 
+def held_files(layer: ProjectLayer) -> dict[str, Path]:
+    """canonical name → the file envgen holds for each git reference (the sdist `git
+    archive` made of its commit) and each requirement named by URL or path (the file, kept
+    under ENVGEN_HOME), git references first."""
+    from .gitref import archive
+    from .urlref import fetch
+    held = {canonical_name(n): archive(n, repo, commit)[0]
+            for n, repo, commit in git_requirements(layer)}
+    held.update((canonical_name(n), fetch(n, url, sha)[0])
+                for n, url, sha in file_requirements(layer))
+    return held
+
+
 def wheel_files(layer: ProjectLayer) -> list[Path]:
     """The wheels the layer's requirements name by URL or path, as kept under ENVGEN_HOME."""
-    from .urlref import fetch
-    return [p for p in (fetch(name, url, sha)[0] for name, url, sha
-                        in file_requirements(layer)) if p.name.endswith(".whl")]
+    return [p for p in held_files(layer).values() if p.name.endswith(".whl")]
 
 
 def git_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
@@ -242,11 +253,7 @@ def copy_archives(layer: ProjectLayer, into: Path) -> bool:
     requirements name by URL or path, into a build context's folder (the builder stage's
     pip checks each against the closure's sha256; wheels go beside the project layer's
     requirements.txt: `wheel_files`)."""
-    from .gitref import archive
-    from .urlref import fetch
-    paths = [archive(name, repo, commit)[0] for name, repo, commit in git_requirements(layer)]
-    paths += [p for p in (fetch(name, url, sha)[0] for name, url, sha
-                          in file_requirements(layer)) if not p.name.endswith(".whl")]
+    paths = [p for p in held_files(layer).values() if not p.name.endswith(".whl")]
     for path in paths:
         into.mkdir(parents=True, exist_ok=True)
         (into / path.name).write_bytes(path.read_bytes())
