@@ -110,3 +110,85 @@ def test_a_jax_project_with_the_cpu_extra_builds_over_jax_cpu(tmp_path, built_sm
         assert out["stack"] == "flax-cpu" and got["layers"][0] == built_small["layers"][0]
     finally:
         remove_own_image(got["image_id"], images_before)
+
+
+def make_sdist(src, out):
+    """The project's own sdist from its sources (tests/projects/torch-kernel/axpy-src), byte
+    for byte the same each run: a torch CUDAExtension, as a team keeps one beside its file."""
+    import gzip
+    import io
+    import tarfile
+    out.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for f in sorted(p for p in src.rglob("*") if p.is_file()):
+            info = tarfile.TarInfo(f"envgen_axpy-0.1.0/{f.relative_to(src).as_posix()}")
+            data = f.read_bytes()
+            info.size, info.mtime, info.mode = len(data), 1764547200, 0o644
+            t.addfile(info, io.BytesIO(data))
+    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+
+
+# Each CUDA fat binary's entries in an ELF file, read inside the image by its own Python:
+# (kind, sm) with kind 1 for PTX and 2 for a cubin (the fatbin header cuobjdump reads).
+FATBIN = r"""
+import glob, struct, sys
+f = glob.glob(sys.prefix + "/lib/python3*/site-packages/envgen_axpy*.so")[0]
+data, out = open(f, "rb").read(), set()
+i = data.find(b"\x50\xed\x55\xba")
+while i != -1:
+    _m, _v, hsize, fsize = struct.unpack_from("<IHHQ", data, i)
+    j, end = i + hsize, i + hsize + fsize
+    while j < end:
+        kind, _u, ehsize, size = struct.unpack_from("<HHIQ", data, j)
+        out.add((kind, struct.unpack_from("<I", data, j + 28)[0]))
+        j += ehsize + size
+    i = data.find(b"\x50\xed\x55\xba", end)
+print(sorted(out))
+"""
+
+
+def test_a_project_cuda_kernel_is_compiled_in_the_image_for_the_target_gpus(
+        tmp_path, home, images_before):
+    """A team's own torch CUDAExtension (an sdist beside its requirements file) over
+    pytorch-cu130 for H100s: nvcc from NVIDIA's wheels compiles it in the kernel-build stage
+    for compute capability 9.0 alone, only its wheel enters the image, and the import check
+    (torch first, so the extension finds torch's libraries) passes at level cpu."""
+    folder = tmp_path / "torch-kernel"
+    shutil.copytree(PROJECTS / "torch-kernel", folder)
+    make_sdist(folder / "axpy-src", folder / "dist" / "envgen_axpy-0.1.0.tar.gz")
+    r = envgen("init", "--from", "requirements.txt", "--name", "torch-kernel", "--driver",
+               "580.65.06", "--gpu", "H100", "--json", cwd=folder, home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stack"] == "pytorch-cu130"
+    assert out["smoke"][2].startswith("import torch, ") and "envgen_axpy" in out["smoke"][2]
+    note = [n for n in out["notes"] if "compiles CUDA kernels" in n]
+    assert note and "compute capabilities 9.0;" in note[0] and "1 CUDA source(s)" in note[0]
+    assert 'cuda_archs: ["9.0"]' in (folder / "envgen.yaml").read_text()
+    got = build_certified(folder, home)
+    try:
+        inside = docker("run", "--rm", "--network", "none", got["image_id"], "sh", "-c",
+                        f"python -c '{FATBIN}'; command -v nvcc gcc || echo no-compiler; "
+                        "pip show -q nvidia-cuda-nvcc 2>/dev/null || echo no-nvcc-wheel")
+        assert inside.stdout.splitlines()[0] == "[(2, 90)]", inside   # one sm_90 cubin
+        assert "no-compiler" in inside.stdout and "no-nvcc-wheel" in inside.stdout, inside
+    finally:
+        remove_own_image(got["image_id"], images_before)
+
+
+def test_a_cuda_kernel_over_a_cuda_12_stack_is_one_sentence_at_its_line(tmp_path, home):
+    """NVIDIA's CUDA 12 wheels hold no nvcc: the same project pinned to torch 2.4.1 (cu121)
+    is refused at the sdist's line, with what to do, and nothing is written."""
+    folder = tmp_path / "torch-kernel"
+    shutil.copytree(PROJECTS / "torch-kernel", folder)
+    make_sdist(folder / "axpy-src", folder / "dist" / "envgen_axpy-0.1.0.tar.gz")
+    text = (folder / "requirements.txt").read_text().replace("torch==2.14.1", "torch==2.4.1")
+    (folder / "requirements.txt").write_text(text)
+    r = envgen("init", "--from", "requirements.txt", "--driver", "550.54.15", cwd=folder,
+               home=home)
+    line = text.splitlines().index("./dist/envgen_axpy-0.1.0.tar.gz") + 1
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"requirements.txt:{line}" in r.stderr and "Traceback" not in r.stderr
+    assert "nvidia-cuda-nvcc-cu12, 12.0 to 12.9) carry ptxas but no nvcc" in r.stderr
+    assert not (folder / "envgen.yaml").exists()

@@ -99,8 +99,9 @@ def test_another_uv_failure_is_left_as_it_is():
     ("12.1", "pytorch-cu121", "CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, 12.0 to 12.9) "
                               "carry ptxas but no nvcc, so pytorch-cu121 (CUDA 12.1) cannot"),
     ("11.7", "pytorch-cu117", "nvidia-cuda-nvcc-cu11) carry ptxas but no nvcc"),
-    ("13.0", "pytorch-cu130", "CUDA 13 wheels on PyPI carry nvcc (nvidia-cuda-nvcc, "
-                              "nvidia-nvvm, nvidia-cuda-crt), but envgen's image builds do not"),
+    ("13.0", "pytorch-cu130", "pytorch-cu130 (CUDA 13.0) compiles such sdists with NVIDIA's "
+                              "nvcc wheels, but uv cannot read what this one requires without "
+                              "building it over torch"),
 ])
 def test_the_kernel_sentence_says_where_nvcc_would_come_from_for_the_stacks_cuda(
         cuda, stack, words):

@@ -71,7 +71,7 @@ export CUDA_HOME=$CH PATH=$CH/bin:$PATH TORCH_CUDA_ARCH_LIST="$CAP" MAX_JOBS=8
 
 step "build the extension for compute capability $CAP"
 B0=$(date +%s)
-rm -rf /tmp/kext && cp -r bench/gpu/kernel-ext /tmp/kext
+rm -rf /tmp/kext && cp -r tests/projects/torch-kernel/axpy-src /tmp/kext
 python3 -m pip wheel --no-build-isolation --no-deps --no-index -w /tmp/kwheels /tmp/kext > "$OUT/kernel-build.log" 2>&1
 RC=$?; echo "pip wheel exit $RC in $(( $(date +%s) - B0 )) s"; tail -25 "$OUT/kernel-build.log"
 [ $RC = 0 ] || { echo "RESULT kernel: build failed"; exit 0; }

@@ -22,6 +22,9 @@ _LAYER = re.compile(r"source=install/\d+-([a-z-]+)")
 
 # the rendered layers' own titles, by the name in their folder (install/2-cuda -> cuda)
 LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES, strict=True)}
+LAYER_NAMES.update({"project-build": "sdists built into wheels",
+                    "kernel-tools": "nvcc and build tools from NVIDIA's wheels",
+                    "project-kernels": "CUDA kernels compiled"})
 
 
 def step_name(command: str) -> str:
@@ -33,8 +36,9 @@ def step_name(command: str) -> str:
         return LAYER_NAMES.get(m.group(1), m.group(1))
     if command.startswith("FROM "):
         return "base image"
-    if APT_LOG in command:
-        return "project apt packages"
+    if APT_LOG in command:   # a builder stage's compiler, or the project's own packages
+        return "compiler and Python headers" if " python3-dev" in command else \
+            "project apt packages"
     if "source=project," in command:
         return "project files"
     if "python3 -m venv" in command or "useradd" in command:

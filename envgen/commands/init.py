@@ -7,6 +7,7 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.files import write_atomic
 from ..resolve import project
+from ..resolve.kernels import KNOWN, NVCC_ON_PYPI
 from ._common import load_matrix_for, out_json
 
 # The stack of `make demo`: its closure is bundled (`envgen matrix list`), so a new project
@@ -96,6 +97,12 @@ def from_file(args, m, path: Path) -> int:
             raise _sentence(e, intake, stack, args.verbose) from None
         except EnvironmentMissing as e:
             raise _kernel_sentence(e, intake, args.verbose, stack) or e from None
+        except InputError as e:   # a CUDA-kernel sdist this stack cannot compile
+            w = next((w for w in intake.requirements
+                      if w.name == getattr(e, "package", None)), None)
+            if w is None:
+                raise
+            raise InputError(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
         _check_hashes(intake, closure_for(applied)[0])
         _check_builds(intake, closure_for(applied)[0], applied,
                       not getattr(args, "no_source_builds", False))
@@ -103,8 +110,14 @@ def from_file(args, m, path: Path) -> int:
         index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
         mods, notes = modules(closure_for(applied)[0].pins, direct, index,
                               local=project.held_files(applied.project))
+        # the framework first: an extension built against torch loads torch's libraries
+        # (libc10.so) only once torch is imported
+        first = applied.framework_package.replace("-", "_")
+        mods = sorted(mods, key=lambda m: m != first)
         smoke = ["python", "-c", "import " + ", ".join(mods)] if mods else []
-        text = choose.text(intake, stack, spec, name, why + notes, target, smoke)
+        archs, built = _kernels(closure_for(applied)[0], applied, hosts)
+        notes += built
+        text = choose.text(intake, stack, spec, name, why + notes, target, smoke, archs)
         write_atomic(path, text)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -132,6 +145,28 @@ def from_file(args, m, path: Path) -> int:
     return 0
 
 
+def _kernels(closure, applied, hosts) -> tuple[list[str], list[str]]:
+    """The compute capabilities the closure's CUDA-kernel sdists are compiled for (the
+    target GPUs'), and a note per sdist with the build time to expect."""
+    if not closure.kernels:
+        return [], []
+    from packaging.version import Version
+
+    from ..core.model import canonical_name
+    from ..resolve.kernels import arch_list, cu_files, estimate
+    archs = sorted({h.cc for h in hosts if h.cc}, key=Version)
+    held = project.held_files(applied.project)
+    listed = ";".join(archs) or arch_list(applied)
+    notes = []
+    for name in closure.kernels:
+        path = held.get(canonical_name(name))
+        files = cu_files(path) if path is not None else None
+        notes.append(f"{name} compiles CUDA kernels: built in the image's kernel-build stage "
+                     f"with NVIDIA's nvcc wheels for compute capabilities {listed}; expect "
+                     f"{estimate(files, listed)}")
+    return archs, notes
+
+
 def _sentence(e, intake, stack, verbose: bool):
     """uv found no closure: one sentence naming the team's line uv's output names first."""
     from ..core.errors import Unsatisfiable
@@ -151,28 +186,6 @@ def _sentence(e, intake, stack, verbose: bool):
     return Unsatisfiable(msg, file=w.file if w else intake.path, line=w.line if w else None)
 
 
-# Distributions PyPI serves for Linux as an sdist alone whose build compiles CUDA kernels
-# against torch (their setup.py imports torch and runs nvcc): uv cannot even read their
-# metadata without torch in the build environment.
-CUDA_KERNEL_SDISTS = frozenset({"flash-attn", "mamba-ssm", "causal-conv1d", "apex",
-                                "xformers", "flash-attn-3", "grouped-gemm"})
-
-
-# Where nvcc could come from, by the stack's CUDA major: NVIDIA's PyPI wheels. Read from the
-# wheels' own file lists (2026-12-05): nvidia-cuda-nvcc-cu11 11.8.89 and nvidia-cuda-nvcc-cu12
-# 12.1.105, 12.2.140, 12.4.131, 12.6.85, 12.8.93 and 12.9.86 hold ptxas, the crt headers and
-# libnvvm but neither the nvcc driver nor cicc; CUDA 13's nvidia-cuda-nvcc 13.0.88 holds
-# bin/nvcc, with cicc in nvidia-nvvm and the crt headers in nvidia-cuda-crt (one nvidia/cu13
-# tree). bench/gpu/kernel.sh compiles a torch CUDA extension from that tree.
-NVCC_ON_PYPI = {
-    "11": "NVIDIA's CUDA 11 wheels on PyPI (nvidia-cuda-nvcc-cu11) carry ptxas but no nvcc",
-    "12": "NVIDIA's CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, 12.0 to 12.9) carry ptxas "
-          "but no nvcc",
-    "13": "NVIDIA's CUDA 13 wheels on PyPI carry nvcc (nvidia-cuda-nvcc, nvidia-nvvm, "
-          "nvidia-cuda-crt), but envgen's image builds do not compile CUDA kernels yet",
-}
-
-
 def _kernel_sentence(e, intake, verbose: bool, stack=None):
     """uv stopped at a package whose sdist builds CUDA kernels: one sentence at the team's
     line, saying why (where nvcc would come from for the stack's CUDA) and what to give
@@ -182,7 +195,7 @@ def _kernel_sentence(e, intake, verbose: bool, stack=None):
     def stopped_at(name):   # "`flash-attn@2.6.3` depends on `torch`, but doesn't declare it"
         at = rf"`{re.escape(name)}(@[^`]*)?`"
         return bool(re.search(at + r" depends on `torch`", text) or (
-            name in CUDA_KERNEL_SDISTS and re.search(at, text)))
+            name in KNOWN and re.search(at, text)))
     named = [w for w in intake.requirements if stopped_at(w.name)]
     if not named:
         return None
@@ -191,6 +204,10 @@ def _kernel_sentence(e, intake, verbose: bool, stack=None):
     nvcc = NVCC_ON_PYPI.get(cuda.split(".")[0])
     why = (f"; {nvcc}, so {stack.stack} (CUDA {cuda}) cannot build it"
            if nvcc and stack is not None else "")
+    if stack is not None and cuda.split(".")[0] == "13":
+        why = (f"; {stack.stack} (CUDA {cuda}) compiles such sdists with NVIDIA's nvcc "
+               f"wheels, but uv cannot read what this one requires without building it over "
+               f"torch (its sdist states no metadata 2.2): pin a release whose sdist does")
     msg = (f"{w.text}: {w.name} has no wheel on the index for this platform, and its sdist "
            f"compiles CUDA kernels against torch (it imports torch and runs nvcc to build){why}"
            f": give its prebuilt wheel for this torch, CUDA and Python as "

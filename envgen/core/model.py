@@ -426,12 +426,18 @@ class ProjectLayer:
     requirements: tuple[str, ...] = field(default=(), compare=False)
     constraints: tuple[str, ...] = field(default=(), compare=False)
     indexes: tuple[str, ...] = field(default=(), compare=False)
+    # the compute capabilities a CUDA-kernel sdist is compiled for (TORCH_CUDA_ARCH_LIST):
+    # the target GPUs' (init --from writes them); empty: every one the framework's build has
+    cuda_archs: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"name": self.name, "pip": dict(self.pip), "apt": list(self.apt),
-                "files": [{"src": s, "dest": d, "sha256": h, "mode": oct(m)[2:]}
-                          for s, d, h, m in self.files],
-                "smoke": list(self.smoke)}
+        out = {"name": self.name, "pip": dict(self.pip), "apt": list(self.apt),
+               "files": [{"src": s, "dest": d, "sha256": h, "mode": oct(m)[2:]}
+                         for s, d, h, m in self.files],
+               "smoke": list(self.smoke)}
+        if self.cuda_archs:
+            out["cuda_archs"] = list(self.cuda_archs)
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "ProjectLayer":
@@ -439,7 +445,8 @@ class ProjectLayer:
                    apt=tuple(data.get("apt", ())),
                    files=tuple((f["src"], f["dest"], f["sha256"], int(f["mode"], 8))
                                for f in data.get("files", ())),
-                   smoke=tuple(data.get("smoke", ())))
+                   smoke=tuple(data.get("smoke", ())),
+                   cuda_archs=tuple(data.get("cuda_archs", ())))
 
 
 @dataclass(frozen=True)
@@ -656,12 +663,21 @@ class Closure:
     resolver: str = ""
     created: str = ""           # UTC, 2026-12-01T09:40:00Z
     stack: str = ""
+    # a project's sdists that compile CUDA kernels against torch (built in the kernel-build
+    # stage over the image's own layers), and the files that stage installs to build them
+    # (NVIDIA's compiler wheels, ninja...): hash-pinned, in no layer of the image
+    kernels: tuple[str, ...] = ()
+    build_pins: tuple[Pin, ...] = ()
 
     @property
     def epoch(self) -> int:
         return utc_seconds(self.created, "%Y-%m-%dT%H:%M:%SZ")
 
     def to_json(self) -> dict:
-        return {"closure_version": CLOSURE_VERSION, "stack": self.stack, "key": self.key,
-                "inputs": self.inputs, "resolver": self.resolver, "created": self.created,
-                "packages": [p.to_json() for p in self.pins]}
+        out = {"closure_version": CLOSURE_VERSION, "stack": self.stack, "key": self.key,
+               "inputs": self.inputs, "resolver": self.resolver, "created": self.created,
+               "packages": [p.to_json() for p in self.pins]}
+        if self.kernels:
+            out["kernel_build"] = {"sdists": list(self.kernels),
+                                   "packages": [p.to_json() for p in self.build_pins]}
+        return out

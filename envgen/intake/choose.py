@@ -122,7 +122,7 @@ def q(value: str) -> str:
 
 
 def text(intake: Intake, stack, spec: str, name: str, why: list[str], target: dict,
-         smoke: list[str]) -> str:
+         smoke: list[str], archs: list[str] | None = None) -> str:
     def entries(ws):
         return "".join(f"  - {q(w.text)}   # {w.where}\n" for w in ws) or "  []\n"
     reqs = [w for w in intake.requirements if not w.constraint]
@@ -146,6 +146,8 @@ def text(intake: Intake, stack, spec: str, name: str, why: list[str], target: di
         "pip: []",
         "apt: []",
         "copy: []",
+        *(["# What the CUDA-kernel sdists are compiled for (TORCH_CUDA_ARCH_LIST): the "
+           "target GPUs'.", "cuda_archs: " + json.dumps(archs)] if archs else []),
         "# An import of every top-level module the team's distributions install; replace it",
         "# with a step of the team's own training script.",
         ("smoke: " + json.dumps(smoke)) if smoke else "# smoke: [python, app/train.py]",

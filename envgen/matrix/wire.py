@@ -48,11 +48,13 @@ def _names(message: str = "", null: bool = False, least: int = 0) -> dict:
             "minItems": least, **({"message": message} if message else {})}
 
 
+CUDA_ARCH = r"^[1-9][0-9]?\.[0-9][af]?$"   # a compute capability: 9.0, 12.0, 9.0a
 ONE_LINE = r"^[^\x00-\x1f\x7f]*$"   # no control character: nothing starts a new line
 _PROJECT = {   # a project file's layer (envgen.yaml) as the Stack carries it
     "type": ["object", "null"],
-    "message": "stack.project must be an object of name, pip, apt, files and smoke",
-    "propertyNames": {"enum": ["name", "pip", "apt", "files", "smoke"]},
+    "message": "stack.project must be an object of name, pip, apt, files, smoke and "
+               "cuda_archs",
+    "propertyNames": {"enum": ["name", "pip", "apt", "files", "smoke", "cuda_archs"]},
     "required": ["name"],
     "properties": {
         "name": {"type": "string", "pattern": _whole(PROJECT_NAME),
@@ -78,6 +80,10 @@ _PROJECT = {   # a project file's layer (envgen.yaml) as the Stack carries it
                   "message": "stack.project.smoke must be a list of one-line arguments",
                   "items": {"type": "string", "minLength": 1, "maxLength": 1000,
                             "pattern": ONE_LINE}},
+        "cuda_archs": {"type": "array", "maxItems": 32,
+                       "message": "stack.project.cuda_archs must be compute capabilities "
+                                  "like 9.0",
+                       "items": {"type": "string", "pattern": CUDA_ARCH}},
     },
 }
 _VERSION_OR_RANGE = {"anyOf": [schema.VERSION, schema.PIN_SPEC]}

@@ -130,6 +130,27 @@ PROJECT_DIR = LAYER_DIRS[-1]
 PROJECT_BUILD_DIR = "7-project-build"
 BUILD_TOOLS = ("gcc", "g++", "python3-dev", "python3-venv")
 ARCHIVE_MOUNT = "/opt/envgen/archives"
+# a project's sdists that compile CUDA kernels against torch, built in the stage
+# kernel-build over the image's own layers, with the hash-pinned compiler and tools of
+# install/7-kernel-tools (in no layer of the image)
+KERNEL_DIR = "7-project-kernels"
+KERNEL_TOOLS_DIR = "7-kernel-tools"
+KERNEL_WHEELS = "/opt/kernel-wheels"
+KERNEL_APT = ("gcc", "g++", "python3-dev")
+CUDA_HOME = "/opt/cuda"
+# A CUDA home from NVIDIA's wheels (their nvidia/cu13 tree in the venv): nvcc, cicc and the
+# headers linked where torch's cpp_extension looks (bin, nvvm, include, lib64, targets).
+CUDA_HOME_SETUP = (
+    "tree=$(python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "
+    "\"cu13\"))') "
+    f"&& case $(uname -m) in aarch64) t=sbsa-linux ;; *) t=$(uname -m)-linux ;; esac "
+    f"&& mkdir -p {CUDA_HOME}/lib64 {CUDA_HOME}/include {CUDA_HOME}/targets/$t "
+    f"&& cp -rs \"$tree/bin\" \"$tree/nvvm\" {CUDA_HOME}/ "
+    f"&& cp -rs \"$tree/include/.\" {CUDA_HOME}/include/ "
+    f"&& ln -s \"$tree/lib/libcudart.so.13\" {CUDA_HOME}/lib64/libcudart.so "
+    f"&& ln -s ../../include {CUDA_HOME}/targets/$t/include "
+    f"&& ln -s ../../lib64 {CUDA_HOME}/targets/$t/lib "
+    f"&& {CUDA_HOME}/bin/nvcc --version")
 
 
 def uses_uv(stack: Stack) -> bool:
@@ -166,6 +187,9 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
     own_files = _file_names(full_stack)
     sdists = [p for p in groups[-1] if p.file and not p.file.endswith(".whl")]
     groups[-1] = [p for p in groups[-1] if p not in sdists]
+    compiled = {canonical_name(n) for n in full.kernels}
+    kernels = [p for p in sdists if canonical_name(p.name) in compiled]
+    sdists = [p for p in sdists if p not in kernels]
     for i, pins in enumerate(groups):
         if not pins:
             continue
@@ -195,6 +219,17 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        "binary": [], "count": len(sdists), "hashed": all(p.sha256 for p in sdists),
                        "unhashed": [(p.requirement, p.note) for p in sdists if not p.sha256],
                        "built": True})
+    if kernels:
+        layers.append({"title": "project packages that compile CUDA kernels",
+                       "dir": KERNEL_DIR, "pins": kernels, "pip": PIP, "build_env": [],
+                       "binary": [], "count": len(kernels),
+                       "hashed": all(p.sha256 for p in kernels),
+                       "unhashed": [(p.requirement, p.note) for p in kernels if not p.sha256],
+                       "built": True})
+        tools = list(full.build_pins)
+        layers.append({"title": "the kernel-build stage's compiler and tools",
+                       "dir": KERNEL_TOOLS_DIR, "pins": tools, "pip": PIP, "build_env": [],
+                       "binary": [], "count": len(tools), "hashed": True, "unhashed": []})
     return layers
 
 
@@ -281,6 +316,8 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "layers": project_steps(stack, layers),
         "project": stack.project,
         "project_build": _project_build(stack, layers),
+        # the image's own stage is named when the kernel-build stage starts from it
+        "kernel_build": any(x["dir"] == KERNEL_DIR for x in layers),
         "env": env, "run_env": run_env,
         "labels": image_labels(stack, ref, closure),
         "payload_dir": PAYLOAD_DIR,
@@ -320,7 +357,8 @@ APT_LOG = "/tmp/envgen-apt-log"
 def _step(kind: str, values: dict) -> dict:
     """One install step; the template tests its kind by flag (templates compare nothing)."""
     return {"pip_step": kind == "pip", "apt_step": kind == "apt",
-            "files_step": kind == "files", "built_step": kind == "built", **values}
+            "files_step": kind == "files", "built_step": kind == "built",
+            "kernel_step": kind == "kernel", **values}
 
 
 def _apt(base) -> dict:
@@ -344,13 +382,29 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
     built = next((x for x in layers if x["dir"] == PROJECT_BUILD_DIR), None)
     if built is None or stack.project is None:
         return None
-    from ..resolve.project import file_requirements, git_requirements
+    from ..resolve.held import archives
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
             "tools": list(BUILD_TOOLS), "wheels": "/opt/wheels",
             # git references: their archives, made by `git archive`, in project-archives/
-            "archives": bool(git_requirements(stack.project) or any(
-                not url.endswith(".whl") for _n, url, _s in file_requirements(stack.project))),
-            "archive_dir": ARCHIVE_MOUNT}
+            "archives": archives(stack.project), "archive_dir": ARCHIVE_MOUNT}
+
+
+def _kernel_build(stack: Stack, layers: list[dict]) -> dict | None:
+    """The stage that compiles a project's CUDA-kernel sdists: over the image's own layers
+    (torch as the image has it), Debian's compiler and Python headers from the base's
+    snapshot, NVIDIA's compiler wheels as a CUDA home, TORCH_CUDA_ARCH_LIST from the target
+    GPUs; `pip wheel --no-build-isolation` of each sdist, checked against its sha256."""
+    built = next((x for x in layers if x["dir"] == KERNEL_DIR), None)
+    if built is None or stack.project is None:
+        return None
+    from ..resolve.held import archives
+    from ..resolve.kernels import MAX_JOBS, arch_list
+    return {**_apt(stack.base), "dir": KERNEL_DIR, "tools_dir": KERNEL_TOOLS_DIR,
+            "count": built["count"], "names": [p.name for p in built["pins"]],
+            "apt_tools": list(KERNEL_APT), "wheels": KERNEL_WHEELS,
+            "cuda_home": CUDA_HOME, "cuda_home_setup": CUDA_HOME_SETUP,
+            "archs": arch_list(stack), "jobs": MAX_JOBS,
+            "archives": archives(stack.project), "archive_dir": ARCHIVE_MOUNT}
 
 
 def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
@@ -361,14 +415,19 @@ def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
     `envgen build` passes as ENVGEN_DEBIAN_MIRROR (one serving that snapshot)."""
     layer = stack.project
     steps = [_step("pip", x) for x in layers
-             if x["dir"] not in (PROJECT_DIR, PROJECT_BUILD_DIR)]
+             if x["dir"] not in (PROJECT_DIR, PROJECT_BUILD_DIR, KERNEL_DIR, KERNEL_TOOLS_DIR)]
     if layer is None:
         return steps
+    kernel = _kernel_build(stack, layers)
+    if kernel is not None:   # a stage over the stack's layers, before the project's own
+        steps.append(_step("kernel", kernel))
     if layer.apt:
         steps.append(_step("apt", _apt(stack.base)))
     steps += [_step("pip", x) for x in layers if x["dir"] == PROJECT_DIR]
     steps += [_step("built", {**x, "stage": "project-build", "wheels": "/opt/wheels"})
               for x in layers if x["dir"] == PROJECT_BUILD_DIR]
+    steps += [_step("built", {**x, "stage": "kernel-build", "wheels": KERNEL_WHEELS})
+              for x in layers if x["dir"] == KERNEL_DIR]
     if layer.files:
         steps.append(_step("files", {"app_dir": APP_DIR}))
     return steps
@@ -389,7 +448,8 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             "index_url": stack.index_url,
             # a team's own indexes, where its packages come from (each file checked by hash)
             "extra_index_urls": list(stack.project.indexes) if stack.project is not None and (
-                layer is None or layer.get("dir") in (PROJECT_DIR, PROJECT_BUILD_DIR)) else [],
+                layer is None or layer.get("dir") in (PROJECT_DIR, PROJECT_BUILD_DIR,
+                                                      KERNEL_DIR, KERNEL_TOOLS_DIR)) else [],
             "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
                       "note": p.note} for p in chosen],
             "hashed": all(p.sha256 for p in chosen),

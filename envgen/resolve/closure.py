@@ -151,8 +151,28 @@ def parse_closure(data, name: str) -> Closure:
     # before keys were sorted) and the same closure rebuilt from a lock must render the same
     # closure.json, or the image's payload layer differs between the build and the rebuild.
     inputs = json.loads(json.dumps(data["inputs"], sort_keys=True))
+    kernels, build = _kernel_build(data.get("kernel_build"), seen, bad)
     return Closure(key=key, inputs=inputs, pins=tuple(pins), resolver=resolver,
-                   created=created, stack=stack)
+                   created=created, stack=stack, kernels=kernels, build_pins=build)
+
+
+def _kernel_build(data, names: set, bad) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
+    """A closure's kernel_build: the sdists (of its own packages) that compile CUDA kernels,
+    and the hash-pinned files the stage that builds them installs."""
+    if data is None:
+        return (), ()
+    if not isinstance(data, dict) or set(data) != {"sdists", "packages"}:
+        raise bad("'kernel_build' must be an object of sdists and packages")
+    sdists, pkgs = data["sdists"], data["packages"]
+    if not isinstance(sdists, list) or not sdists or not all(
+            isinstance(n, str) and canonical_name(n) in names for n in sdists):
+        raise bad("kernel_build.sdists must name packages of the closure")
+    if not isinstance(pkgs, list) or not pkgs or len(pkgs) > 100:
+        raise bad("kernel_build.packages must be a list of 1-100 packages")
+    pins = tuple(parse_pin(p, f"kernel_build.packages[{i}]", bad) for i, p in enumerate(pkgs))
+    if not all(p.sha256 for p in pins):
+        raise bad("kernel_build.packages: every file the build stage installs is hash-pinned")
+    return tuple(sdists), pins
 
 
 def parse_pin(p, where: str, bad) -> Pin:
@@ -302,13 +322,24 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         out = Path(tmp) / "preferred.txt"
         out.write_text("".join(f"{x}\n" for x in inputs.get("prefer", ())))
         platform = _uv_platform(inputs["platform"])
+        config = ()
+        if inputs.get("dependency_metadata"):
+            # what an sdist that builds against torch requires, from its own PKG-INFO: uv
+            # would otherwise build it to ask, and cannot without torch
+            toml = Path(tmp) / "uv.toml"
+            toml.write_text("".join(
+                f"[[dependency-metadata]]\nname = {json.dumps(d['name'])}\n"
+                f"version = {json.dumps(d['version'])}\n"
+                f"requires-dist = {json.dumps(d['requires-dist'])}\n\n"
+                for d in inputs["dependency_metadata"]))
+            config = ("--config-file", str(toml))
         argv = [uv, "pip", "compile", str(req), "--constraint", str(con),
                 "--python-version", inputs["python"], "--python-platform", platform,
                 # a team's sdist-only package is built in the project's builder stage
                 *(() if inputs.get("sdists") else ("--only-binary", ":all:")),
                 # uv reads such a package's metadata from its sdist's PKG-INFO
                 *(a for n in inputs.get("from_source", ()) for a in ("--no-binary", n)),
-                "--no-header", "--no-annotate", "--no-config",
+                "--no-header", "--no-annotate", "--no-config", *config,
                 *(("--output-file", str(out)) if inputs.get("prefer") else ()),
                 "--index-url", index, "--quiet", "--cache-dir", str(Path(tmp) / "uv-cache"),
                 *(a for x in inputs.get("extra_index_urls", ()) for a in
@@ -558,16 +589,20 @@ def project_inputs(stack: Stack, layer) -> dict:
                   if canonical_name(p.name) in fixed or p.name in VENV_TOOLS
                   or p.name.startswith(("nvidia-", "cuda-")) or p.name == "triton")
     from .gitref import archive, references
-    git = {}
+    git, held = {}, {}
     for name, repo, commit in references(layer.requirements):
-        _path, sha, version = archive(name, repo, commit)
+        path, sha, version = archive(name, repo, commit)
         git[name] = {"repo": repo, "commit": commit, "sha256": sha, "version": version}
+        held[name] = (version, path)
     from .urlref import fetch
     from .urlref import references as file_references
     files = {}
     for name, url, sha in file_references(layer.requirements):
         path, _sha, version = fetch(name, url, sha)
         files[name] = {"url": url, "sha256": sha, "version": version, "file": path.name}
+        held[name] = (version, path)
+    from .kernels import metadata_for
+    metadata = metadata_for(held)
     own = [r for r in layer.requirements if not (
         " @ " in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in {*git, *files})]
     reqs = [*own, *(f"{n}=={g['version']}" for n, g in sorted(git.items())),
@@ -582,6 +617,7 @@ def project_inputs(stack: Stack, layer) -> dict:
               "index_url": stack.index_url, "extra_index_urls": list(layer.indexes),
               "project_over": plain.key, "sdists": True, **({"git": git} if git else {}),
               **({"files": files} if files else {}),
+              **({"dependency_metadata": metadata} if metadata else {}),
               # the plain closure's pins are preferred, not required: a package the team
               # leaves free keeps the plain stack's version (so its layers stay shared),
               # and a team's own pin or range still wins
@@ -640,11 +676,43 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     if unread is not None:
         raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
                                  f"command again asks the index again")
+    kernels, build = _kernels(stack, layer, hashed, index)
     c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
                 resolver=f"{uv_version}, uv pip compile",
-                created=closure_for(stack)[0].created, stack=stack.stack)
+                created=closure_for(stack)[0].created, stack=stack.stack,
+                kernels=kernels, build_pins=build)
     write_json(cached, c.to_json())
     return c, f"resolved now with {c.resolver}, cached as {cached}"
+
+
+def _kernels(stack: Stack, layer, pins, index: str) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
+    """The closure's sdists that compile CUDA kernels against torch, and the hash-pinned
+    compiler and tools the image's kernel-build stage installs for them; a stack whose CUDA
+    has no compiler on PyPI is refused, naming the package."""
+    from . import kernels as k
+    from .held import held_files
+    names = k.kernel_sdists(pins, held_files(layer))
+    if not names:
+        return (), ()
+    if k.cuda_major(stack) != "13" or not k.compiler_requirements(stack, pins):
+        raise k.refuse(stack, names[0], layer.source)
+    # the compiler at the stack's CUDA release and the build tools, resolved by uv against
+    # the closure (what both hold keeps the closure's version), each pinned by its sha256;
+    # the closure's own packages are not repeated
+    extra = tuple(layer.indexes)
+    have = {canonical_name(p.name) for p in pins}
+    resolved, _uv = compile_pins({
+        "requirements": [*k.compiler_requirements(stack, pins), *k.BUILD_TOOLS],
+        "constraints": sorted(p.requirement for p in pins), "python": stack.python,
+        "platform": stack.base.platform, "index_url": stack.index_url,
+        "extra_index_urls": list(extra)})
+    wanted = sorted((n, v) for n, v in resolved.items() if canonical_name(n) not in have)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        build = tuple(pool.map(lambda kv: hash_pin(kv[0], kv[1], stack.python,
+                                                   stack.base.platform, index, extra=extra),
+                               wanted))
+    return tuple(names), build
 
 
 def store_project(applied: Stack, free: Closure) -> None:
@@ -659,4 +727,5 @@ def store_project(applied: Stack, free: Closure) -> None:
     if not path.is_file():
         write_json(path, Closure(key=key, inputs=inputs, pins=free.pins,
                                  resolver=free.resolver, created=free.created,
-                                 stack=applied.stack).to_json())
+                                 stack=applied.stack, kernels=free.kernels,
+                                 build_pins=free.build_pins).to_json())

@@ -17,16 +17,18 @@ from ..core import record
 from ..core.errors import InputError, MatrixError, shown
 from ..core.model import APP_DIR, ProjectLayer, Stack, canonical_name
 from ..core.record import dataclass
+from ..matrix.wire import CUDA_ARCH
 from ..matrix.wire import PROJECT_APT as APT
 from ..matrix.wire import PROJECT_MAX_ARGS as MAX_ARGS
 from ..matrix.wire import PROJECT_MAX_FILES as MAX_FILES
 from ..matrix.wire import PROJECT_NAME as NAME
 from ..matrix.wire import PROJECT_PIP as PIP
 from ..matrix.wire import PROJECT_REL as REL
+from .held import file_requirements, git_requirements, held_files  # noqa: F401 (API)
 
 FILE = "envgen.yaml"
 KEYS = ("stack", "name", "pip", "apt", "copy", "smoke", "from", "target", "why",
-        "requirements", "constraints", "indexes")
+        "requirements", "constraints", "indexes", "cuda_archs")
 MAX_REQUIREMENTS = 2000
 SKIP = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".venv"}
 MAX_BYTES = 512 * 1024 * 1024
@@ -164,10 +166,19 @@ def load(path: Path) -> Project:
                                                         url):
             bad(f"indexes entry {shown(url)} must be an https URL of a package index",
                 index_lines[i] if i < len(index_lines) else line("indexes"))
+    archs, arch_lines = items("cuda_archs")
+    for i, cap in enumerate(archs):
+        if not isinstance(cap, str) or not re.fullmatch(CUDA_ARCH, cap):
+            bad(f"cuda_archs entry {shown(cap)} must be a compute capability like 9.0 (what "
+                f"a CUDA-kernel sdist is compiled for)",
+                arch_lines[i] if i < len(arch_lines) else line("cuda_archs"))
+    if len(set(archs)) != len(archs) or len(archs) > 32:
+        bad("cuda_archs lists a compute capability twice, or more than 32", line("cuda_archs"))
     layer = ProjectLayer(name=title, pip=tuple(sorted(pip.items())), apt=tuple(sorted(apts)),
                          files=files, smoke=argv, root=str(path.parent), source=name,
                          pip_lines=tuple(sorted(pip_at.items())), requirements=reqs,
-                         constraints=cons, indexes=tuple(indexes))
+                         constraints=cons, indexes=tuple(indexes),
+                         cuda_archs=tuple(archs))
     return Project(path=path, spec=spec.strip(), layer=layer)
 
 
@@ -218,23 +229,8 @@ def _pinned_file(url: str) -> bool:
         return False
 
 
-def file_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
-    """(name, URL, sha256) of each file the layer's requirements name by URL or path."""
-    from .urlref import references
-    return references(layer.requirements)
 
 
-def held_files(layer: ProjectLayer) -> dict[str, Path]:
-    """canonical name → the file envgen holds for each git reference (the sdist `git
-    archive` made of its commit) and each requirement named by URL or path (the file, kept
-    under ENVGEN_HOME), git references first."""
-    from .gitref import archive
-    from .urlref import fetch
-    held = {canonical_name(n): archive(n, repo, commit)[0]
-            for n, repo, commit in git_requirements(layer)}
-    held.update((canonical_name(n), fetch(n, url, sha)[0])
-                for n, url, sha in file_requirements(layer))
-    return held
 
 
 def wheel_files(layer: ProjectLayer) -> list[Path]:
@@ -242,10 +238,6 @@ def wheel_files(layer: ProjectLayer) -> list[Path]:
     return [p for p in held_files(layer).values() if p.name.endswith(".whl")]
 
 
-def git_requirements(layer: ProjectLayer) -> list[tuple[str, str, str]]:
-    """(name, repository, commit) of each git reference of the layer's requirements."""
-    from .gitref import references
-    return references(layer.requirements)
 
 
 def copy_archives(layer: ProjectLayer, into: Path) -> bool:

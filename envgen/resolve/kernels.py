@@ -1,0 +1,197 @@
+"""A project's sdists that compile CUDA kernels against torch (flash-attn, mamba-ssm, a team's
+own CUDAExtension): which they are, what uv needs to resolve them, and the hash-pinned files
+the image's kernel-build stage installs to compile them.
+
+The compiler comes from NVIDIA's PyPI wheels, pinned by NVIDIA's own cuda-toolkit
+metapackage at the stack's CUDA release (cuda-toolkit[nvcc,crt,nvvm,cccl]==13.0.3 names
+nvidia-cuda-nvcc 13.0.88, nvidia-nvvm 13.0.88, nvidia-cuda-crt 13.0.88 and nvidia-cuda-cccl
+13.0.85). Only CUDA 13's wheels hold a whole compiler: those of CUDA 11 and 12 carry ptxas,
+the crt headers and libnvvm but neither nvcc nor cicc (read from the wheels' file lists,
+2026-12-05), so a stack of CUDA 12 or older cannot build such an sdist in its image."""
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import zipfile
+from pathlib import Path
+
+from ..core.errors import InputError
+from ..core.model import Stack, canonical_name
+
+# Distributions PyPI serves for Linux as an sdist alone whose build compiles CUDA kernels
+# against torch (their setup.py imports torch and runs nvcc).
+KNOWN = frozenset({"flash-attn", "mamba-ssm", "causal-conv1d", "apex", "xformers",
+                   "flash-attn-3", "grouped-gemm"})
+
+# What a torch extension's setup.py needs beside torch and the compiler: setuptools is in
+# every image; ninja runs the compiles in parallel (torch falls back to one at a time
+# without it), packaging, psutil and wheel are imported by flash-attn's and its peers'.
+BUILD_TOOLS = ("ninja", "packaging", "psutil", "wheel", "setuptools")
+# NVIDIA's compiler, split over four wheels of one release (the nvidia/cu13 tree)
+COMPILER_EXTRAS = "nvcc,crt,nvvm,cccl"
+
+# Where nvcc could come from, by the stack's CUDA major (see the module's docstring).
+NVCC_ON_PYPI = {
+    "11": "NVIDIA's CUDA 11 wheels on PyPI (nvidia-cuda-nvcc-cu11) carry ptxas but no nvcc",
+    "12": "NVIDIA's CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, 12.0 to 12.9) carry ptxas "
+          "but no nvcc",
+}
+
+# Seconds one .cu file of a torch extension takes to compile for one compute capability,
+# host pass included: tests/projects/torch-kernel's one file for 9.0 took 76.5 s in the
+# kernel-build stage on this project's 2-core machine (2026-12-05, docs/project.md). A
+# rough basis for the build time envgen prints: the host pass is once per file, and
+# flash-attn's files are far heavier than this one.
+SECONDS_PER_FILE_ARCH = 75
+# The parallel compiles the stage runs (MAX_JOBS): each nvcc of a kernel takes 1-4 GB
+MAX_JOBS = 2
+_MAX_MEMBER = 1 << 20
+
+
+def _members(path: Path, wanted) -> dict[str, bytes]:
+    """Files of an sdist (a .tar.gz or a .zip) whose path `wanted` accepts, read (each at
+    most 1 MiB); {} when the file cannot be read as an archive."""
+    out: dict[str, bytes] = {}
+    try:
+        if path.name.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                for i in z.infolist():
+                    if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
+                        out[i.filename] = z.read(i)
+        else:
+            with tarfile.open(path, "r:*") as t:
+                for m in t:
+                    if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
+                        f = t.extractfile(m)
+                        out[m.name] = f.read() if f else b""
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
+        return {}
+    return out
+
+
+def _top(name: str) -> bool:   # folder/setup.py, not folder/tests/x/setup.py
+    return name.count("/") <= 1
+
+
+TORCH_BUILD = re.compile(rb"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCUDA_HOME\b")
+
+
+def builds_against_torch(path: Path) -> bool:
+    """The archive's own setup.py (or pyproject.toml) builds a torch CUDA extension."""
+    files = _members(path, lambda n: _top(n) and n.rsplit("/", 1)[-1] in (
+        "setup.py", "pyproject.toml"))
+    return any(TORCH_BUILD.search(data) for data in files.values())
+
+
+def cu_files(path: Path) -> int:
+    """How many CUDA sources (.cu) the archive holds: what the build time grows with."""
+    n = 0
+    try:
+        if path.name.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                n = sum(1 for i in z.infolist() if i.filename.endswith(".cu"))
+        else:
+            with tarfile.open(path, "r:*") as t:
+                n = sum(1 for m in t if m.isfile() and m.name.endswith(".cu"))
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
+        return 0
+    return n
+
+
+def requires_dist(path: Path) -> list[str] | None:
+    """The sdist's own Requires-Dist lines (its PKG-INFO), or None when it has no PKG-INFO
+    (a git archive): what uv is told instead of building the sdist to ask it, which it
+    cannot do without torch in its build environment."""
+    files = _members(path, lambda n: _top(n) and n.endswith("PKG-INFO"))
+    if not files:
+        return None
+    text = min(files.items(), key=lambda kv: kv[0].count("/"))[1].decode("utf-8", "replace")
+    from email.parser import Parser
+    msg = Parser().parse(io.StringIO(text.split("\n\n", 1)[0] + "\n"))
+    return [r.strip() for r in msg.get_all("Requires-Dist") or [] if r.strip()]
+
+
+def metadata_for(held: dict[str, tuple[str, Path]]) -> list[dict]:
+    """uv's dependency-metadata for each held archive (name → (version, path)) that builds
+    against torch and states its requirements in its PKG-INFO."""
+    out = []
+    for name, (version, path) in sorted(held.items()):
+        if path.name.endswith(".whl") or not builds_against_torch(path):
+            continue
+        reqs = requires_dist(path)
+        if reqs is not None:
+            out.append({"name": name, "version": version, "requires-dist": reqs})
+    return out
+
+
+def kernel_sdists(pins, held: dict[str, Path]) -> list[str]:
+    """The names of the closure's sdists that compile CUDA kernels against torch: a known
+    one (flash-attn...) or a held archive (git reference, URL, path) whose setup.py does."""
+    out = []
+    for p in pins:
+        if not p.file or p.file.endswith(".whl"):
+            continue
+        path = held.get(canonical_name(p.name))
+        if canonical_name(p.name) in KNOWN or (path is not None and
+                                               builds_against_torch(path)):
+            out.append(p.name)
+    return out
+
+
+def cuda_major(stack: Stack) -> str:
+    return str(stack.cuda or "").split(".")[0]
+
+
+def refuse(stack: Stack, name: str, source: str) -> InputError:
+    """A kernel sdist over a stack whose CUDA has no compiler on PyPI: one sentence."""
+    major = cuda_major(stack)
+    why = NVCC_ON_PYPI.get(major) if major else \
+        f"{stack.stack} is a CPU stack, with no CUDA to compile for"
+    e = InputError(f"{name} compiles CUDA kernels against torch at build time, and "
+                   f"{why or f'CUDA {stack.cuda} has no compiler wheels envgen knows'}: "
+                   f"choose a CUDA 13 stack (its compiler comes from NVIDIA's wheels), or "
+                   f"give {name}'s prebuilt wheel for this torch, CUDA and Python as "
+                   f"`{name} @ https://.../FILE.whl#sha256=...`", file=source or None)
+    e.package = canonical_name(name)
+    return e
+
+
+def compiler_requirements(stack: Stack, pins) -> list[str]:
+    """The compiler at the stack's CUDA release: NVIDIA's cuda-toolkit metapackage pins its
+    parts; without one in the closure, each part at the CUDA runtime's own version."""
+    have = {canonical_name(p.name): p.version for p in pins}
+    if "cuda-toolkit" in have:
+        return [f"cuda-toolkit[{COMPILER_EXTRAS}]=={have['cuda-toolkit']}"]
+    runtime = have.get("nvidia-cuda-runtime")
+    if runtime is None:
+        return []
+    return [f"nvidia-cuda-nvcc=={runtime}", f"nvidia-nvvm=={runtime}",
+            f"nvidia-cuda-crt=={runtime}", "nvidia-cuda-cccl"]
+
+
+def arch_list(stack: Stack) -> str:
+    """TORCH_CUDA_ARCH_LIST: the target GPUs' compute capabilities (envgen.yaml's
+    cuda_archs), else every one the framework's own build has, the last with PTX as the
+    framework's build carries it (so a newer GPU JIT-compiles it)."""
+    own = tuple(stack.project.cuda_archs) if stack.project is not None else ()
+    if own:
+        return ";".join(own)
+    caps = list(stack.compute_capabilities)
+    if caps and stack.ptx:
+        caps[-1] += "+PTX"
+    return ";".join(caps)
+
+
+def estimate(files: int | None, archs: str, jobs: int = MAX_JOBS) -> str:
+    """The expected build time, in words, from the CUDA sources and compute capabilities."""
+    n = len([a for a in archs.split(";") if a])
+    if not files:
+        return (f"for {n} compute capabilities; its CUDA sources are not known before the "
+                f"build (flash-attn's take hours on a few cores: set cuda_archs to the GPUs "
+                f"you run on)")
+    seconds = -(-files // jobs) * n * SECONDS_PER_FILE_ARCH
+    words = f"about {max(1, round(seconds / 60))} min" if seconds >= 90 else \
+        f"about {seconds} s"
+    return (f"{words} on {jobs} cores ({files} CUDA source(s) x {n} compute "
+            f"capabilit{'y' if n == 1 else 'ies'})")
