@@ -95,9 +95,16 @@ UV_STAGE = "/opt/uv"        # where the throw-away stage unpacks it
 # into the venv from there; the cache goes at the end of the step, so no layer holds it and
 # each file is written once. (A cache on the cache mount would be another file system: uv
 # copies from there, 82 s more for pytorch-cu121's 4.9 GB here; docs/benchmarks.md.) Stacks
-# of one CUDA line share their lower layers, so a bake still fetches those wheels once.
+# of one CUDA line share their CUDA and framework layers, so a bake fetches those once.
 UV = (f"{UV_MOUNT}/bin/uv pip install --no-config --no-progress --python /opt/venv/bin/python "
       f"--cache-dir \"$marker.uv\" --link-mode hardlink")
+# The small layers (packaging tools, companions, a framework over another, a project's own)
+# differ between the stacks of a line but share many wheels (tqdm, pyyaml, packaging...):
+# their uv cache lies on the cache mount, so a bake fetches each of those once too, and
+# copying a few MB from there costs nothing worth measuring.
+UV_SHARED = (f"{UV_MOUNT}/bin/uv pip install --no-config --no-progress "
+             f"--python /opt/venv/bin/python --cache-dir {PIP_CACHE}/uv --link-mode copy")
+UV_OWN_CACHE = ("2-cuda", "3-framework")   # gigabytes: hardlinked from the layer's own cache
 # uv locks the environment it installs into with an empty file it makes writable by all
 # (mode 0666): removed in the same step, so no layer holds a world-writable file
 VENV_LOCK = "/opt/venv/.lock"
@@ -202,6 +209,7 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        # keeps what uv would do differently (sdists built over torch,
                        # unhashed pins, a framework base's own environment)
                        "uv": uses_uv(stack) and not unhashed and not source,
+                       "uv_shared": LAYER_DIRS[i] not in UV_OWN_CACHE,
                        # a source build sees the layers below (torch) and reads these
                        "build_env": list(stack.build_env) if source else [],
                        "binary": (["--no-build-isolation", *(f"--no-binary={p.name}"
@@ -324,7 +332,8 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "pip_cache": PIP_CACHE, "wheel_dir": WHEEL_DIR,
         # the throw-away stage that unpacks uv, when a step installs with it
         "uv_stage": buildkit and any(x["uv"] for x in layers),
-        "uv": UV, "uv_version": UV_VERSION, "uv_dir": UV_DIR, "uv_target": UV_STAGE,
+        "uv": UV, "uv_shared": UV_SHARED, "uv_version": UV_VERSION, "uv_dir": UV_DIR,
+        "uv_target": UV_STAGE,
         "uv_mount": UV_MOUNT, "venv_lock": VENV_LOCK,
         "bootstrap_pip": BOOTSTRAP_PIP if base.kind != "framework" else PIP,
         "req_mount": REQ_MOUNT,
