@@ -45,11 +45,14 @@ def test_a_setup_py_building_a_torch_cuda_extension_is_a_kernel_sdist(tmp_path):
     cuda = sdist(tmp_path / "x-0.1.0.tar.gz", {"setup.py": SETUP_CUDA, "x.cu": b"",
                                                "PKG-INFO": PKG_INFO})
     plain = sdist(tmp_path / "c-0.1.0.tar.gz", {"setup.py": SETUP_PLAIN})
-    deep = sdist(tmp_path / "d-0.1.0.tar.gz", {"tests/ext/setup.py": SETUP_CUDA})
+    deep = sdist(tmp_path / "d-0.1.0.tar.gz", {"tests/ext/setup.py": SETUP_CUDA,
+                                               "csrc/cutlass/test/t.cu": b"",
+                                               "csrc/cutlass/examples/e.cu": b""})
     assert k.builds_against_torch(cuda)
     assert not k.builds_against_torch(plain)
     assert not k.builds_against_torch(deep)          # a test's setup.py is not the package's
     assert k.cu_files(cuda) == 1 and k.cu_files(plain) == 0
+    assert k.cu_files(deep) == 0      # a vendored library's tests and examples are not built
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"not an archive")
     assert not k.builds_against_torch(junk) and k.cu_files(junk) == 0
@@ -113,10 +116,10 @@ def test_the_arch_list_is_the_targets_else_the_frameworks_own_with_ptx_last():
 def test_the_build_time_grows_with_sources_and_capabilities():
     one = k.estimate(1, "9.0", jobs=2)
     many = k.estimate(10, "8.0;9.0;10.0", jobs=2)
-    assert one == f"about {k.SECONDS_PER_FILE_ARCH} s on 2 cores (1 CUDA source(s) x 1 " \
+    assert one == f"expect about {k.SECONDS_PER_FILE_ARCH} s on 2 cores (1 CUDA source(s) x 1 " \
                   f"compute capability)"
-    assert many.startswith(f"about {round(5 * 3 * k.SECONDS_PER_FILE_ARCH / 60)} min")
-    assert "not known before the build" in k.estimate(None, "9.0")
+    assert many.startswith(f"expect about {round(5 * 3 * k.SECONDS_PER_FILE_ARCH / 60)} min")
+    assert "not known beforehand" in k.estimate(None, "9.0")
 
 
 BUILD = {"name": "ninja", "version": "1.13.2", "file": "ninja-1.13.2-py3-none-any.whl",
@@ -239,3 +242,31 @@ def test_the_dockerfile_compiles_kernels_in_a_stage_over_the_images_own_layers()
     assert [n for n, t in texts.items() if "ninja==" in t] == [
         "install/7-kernel-tools/requirements.txt"]
     assert json.loads(texts["closure.json"])["kernel_build"]["sdists"] == ["envgen-axpy"]
+
+
+def test_a_known_kernel_package_pinned_exactly_is_read_from_its_sdist_on_the_index(
+        tmp_path, monkeypatch):
+    """flash-attn==2.6.3's PKG-INFO predates metadata 2.2, so uv would build it to ask what
+    it requires: envgen fetches the sdist the index lists (checked by its sha256) and tells
+    uv instead, on a CUDA 13 stack only; a range, a URL or a CUDA 12 stack is left to uv."""
+    import hashlib
+
+    import envgen.resolve.closure as cl
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    fa = sdist(tmp_path / "flash_attn-2.6.3.tar.gz", {"setup.py": SETUP_CUDA,
+                                                      "PKG-INFO": PKG_INFO})
+    page = {"files": [{"filename": fa.name, "url": fa.as_uri(),
+                       "hashes": {"sha256": hashlib.sha256(fa.read_bytes()).hexdigest()}}]}
+    asked = []
+    monkeypatch.setattr(cl, "fetch_json", lambda url: asked.append(url) or page)
+    cu130 = SimpleNamespace(cuda="13.0", index_url=None)
+    got = cl.kernel_sdists_on_index(cu130, ["torch==2.14.1", "flash-attn==2.6.3"])
+    assert list(got) == ["flash-attn"] and got["flash-attn"][0] == "2.6.3"
+    assert asked == ["https://pypi.org/simple/flash-attn/"]
+    assert k.metadata_for(got)[0]["requires-dist"] == ["torch", "einops>=0.8"]
+    assert cl.kernel_sdists_on_index(cu130, ["flash-attn>=2.6"]) == {}
+    assert cl.kernel_sdists_on_index(SimpleNamespace(cuda="12.1", index_url=None),
+                                     ["flash-attn==2.6.3"]) == {}
+    page["files"][0]["hashes"]["sha256"] = "0" * 64    # not the bytes the index serves
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home2"))
+    assert cl.kernel_sdists_on_index(cu130, ["flash-attn==2.6.3"]) == {}

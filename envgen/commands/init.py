@@ -155,14 +155,17 @@ def _kernels(closure, applied, hosts) -> tuple[list[str], list[str]]:
     from ..core.model import canonical_name
     from ..resolve.kernels import arch_list, cu_files, estimate
     archs = sorted({h.cc for h in hosts if h.cc}, key=Version)
-    held = project.held_files(applied.project)
+    from ..resolve.closure import kernel_sdists_on_index
+    held = {n: path for n, (_v, path) in kernel_sdists_on_index(
+        applied, applied.project.requirements).items()}
+    held.update(project.held_files(applied.project))
     listed = ";".join(archs) or arch_list(applied)
     notes = []
     for name in closure.kernels:
         path = held.get(canonical_name(name))
         files = cu_files(path) if path is not None else None
         notes.append(f"{name} compiles CUDA kernels: built in the image's kernel-build stage "
-                     f"with NVIDIA's nvcc wheels for compute capabilities {listed}; expect "
+                     f"with NVIDIA's nvcc wheels for compute capabilities {listed}; "
                      f"{estimate(files, listed)}")
     return archs, notes
 
@@ -207,7 +210,8 @@ def _kernel_sentence(e, intake, verbose: bool, stack=None):
     if stack is not None and cuda.split(".")[0] == "13":
         why = (f"; {stack.stack} (CUDA {cuda}) compiles such sdists with NVIDIA's nvcc "
                f"wheels, but uv cannot read what this one requires without building it over "
-               f"torch (its sdist states no metadata 2.2): pin a release whose sdist does")
+               f"torch (its sdist states no metadata 2.2): pin it exactly (envgen then reads "
+               f"its sdist's PKG-INFO), or pin a release whose sdist states them")
     msg = (f"{w.text}: {w.name} has no wheel on the index for this platform, and its sdist "
            f"compiles CUDA kernels against torch (it imports torch and runs nvcc to build){why}"
            f": give its prebuilt wheel for this torch, CUDA and Python as "

@@ -602,7 +602,7 @@ def project_inputs(stack: Stack, layer) -> dict:
         files[name] = {"url": url, "sha256": sha, "version": version, "file": path.name}
         held[name] = (version, path)
     from .kernels import metadata_for
-    metadata = metadata_for(held)
+    metadata = metadata_for({**kernel_sdists_on_index(stack, layer.requirements), **held})
     own = [r for r in layer.requirements if not (
         " @ " in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in {*git, *files})]
     reqs = [*own, *(f"{n}=={g['version']}" for n, g in sorted(git.items())),
@@ -623,6 +623,48 @@ def project_inputs(stack: Stack, layer) -> dict:
               # and a team's own pin or range still wins
               "prefer": sorted(p.requirement for p in plain.pins)}
     return json.loads(json.dumps(inputs, sort_keys=True))
+
+
+def kernel_sdists_on_index(stack: Stack, requirements) -> dict[str, tuple[str, Path]]:
+    """name → (version, the sdist kept under ENVGEN_HOME) for each known CUDA-kernel package
+    the team pins exactly (flash-attn==2.6.3): its PKG-INFO tells uv what it requires,
+    which uv cannot ask it without torch. Only for a stack that can compile it (CUDA 13);
+    an index that does not answer leaves it to uv, whose failure is then one sentence."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from .kernels import KNOWN, cuda_major
+    if cuda_major(stack) != "13":
+        return {}
+    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
+    out = {}
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        name = canonical_name(req.name)
+        pins = [s.version for s in req.specifier if s.operator == "=="]
+        if name not in KNOWN or req.url or len(pins) != 1 or "*" in pins[0]:
+            continue
+        try:
+            files = fetch_json(f"{index}/{name}/").get("files") or []
+        except (OSError, LookupError, ValueError):
+            continue
+        sdist = next((f for f in files if isinstance(f, dict)
+                      and str(f.get("filename", "")).endswith(".tar.gz")
+                      and f"-{pins[0]}.tar.gz" in f["filename"]
+                      and (f.get("hashes") or {}).get("sha256")), None)
+        if sdist is None:
+            continue
+        from .urlref import fetch
+        try:
+            from urllib.parse import urljoin
+            url = urljoin(f"{index}/{name}/", str(sdist.get("url", "")))
+            path, _sha, version = fetch(name, url, sdist["hashes"]["sha256"])
+        except (InputError, EnvironmentMissing):
+            continue
+        out[name] = (version, path)
+    return out
 
 
 def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure, str]:
