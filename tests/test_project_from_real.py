@@ -76,6 +76,9 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
             head = subprocess.run(["git", "-C", str(tmp_path / "tinylib"), "rev-parse", "HEAD"],
                                   capture_output=True, text=True).stdout.strip()
             assert f"@{head}" in (folder / "envgen.yaml").read_text()
+            # a pure-Python sdist: its builder stage installs no compiler
+            log = open(got["log"]).read()
+            assert "--no-install-recommends python3-venv" in log and " gcc " not in log
         if project == "torch-requirements":   # the local wheel, by the sha256 of its bytes
             wheel = PROJECTS / project / "wheels" / "envgen_tinywheel-0.2.0-py3-none-any.whl"
             sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -86,6 +89,8 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
                             " command -v gcc || echo no-gcc")
             assert "_crcfunext" in inside.stdout and ".so" in inside.stdout, inside
             assert "no-gcc" in inside.stdout
+            assert "--no-install-recommends gcc g++ python3-dev python3-venv" in \
+                open(got["log"]).read()
     finally:
         remove_own_image(got["image_id"], images_before)
 
@@ -173,6 +178,13 @@ def test_a_project_cuda_kernel_is_compiled_in_the_image_for_the_target_gpus(
                         "pip show -q nvidia-cuda-nvcc 2>/dev/null || echo no-nvcc-wheel")
         assert inside.stdout.splitlines()[0] == "[(2, 90)]", inside   # one sm_90 cubin
         assert "no-compiler" in inside.stdout and "no-nvcc-wheel" in inside.stdout, inside
+        # the operator is registered for CUDA alone: CPU tensors reach no kernel
+        op = docker("run", "--rm", "--network", "none", got["image_id"], "python", "-c",
+                    "import torch, envgen_axpy\n"
+                    "try:\n    torch.ops.envgen_axpy.axpy(torch.ones(4), torch.ones(4), 2.0)\n"
+                    "except (RuntimeError, NotImplementedError) as e:\n"
+                    "    print('refused:', str(e).splitlines()[0])")
+        assert "refused:" in op.stdout and "CPU" in op.stdout, op
     finally:
         remove_own_image(got["image_id"], images_before)
 

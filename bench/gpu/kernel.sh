@@ -82,7 +82,7 @@ step "run it on the GPU"
 PYTHONPATH=/tmp/ksite python3 - <<'PY'
 import torch, envgen_axpy
 x = torch.randn(1 << 20, device="cuda"); y = torch.randn(1 << 20, device="cuda")
-got = envgen_axpy.axpy(2.5, x, y); torch.cuda.synchronize()
+got = torch.ops.envgen_axpy.axpy(x, y, 2.5); torch.cuda.synchronize()
 err = (got - (2.5 * x + y)).abs().max().item()
 print(f"RESULT kernel: built and ran on {torch.cuda.get_device_name(0)} "
       f"(capability {torch.cuda.get_device_capability(0)}), max error {err:.3g}, "

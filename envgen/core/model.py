@@ -668,6 +668,8 @@ class Closure:
     # (NVIDIA's compiler wheels, ninja...): hash-pinned, in no layer of the image
     kernels: tuple[str, ...] = ()
     build_pins: tuple[Pin, ...] = ()
+    # a project's sdists that hold no native source: their builder stage needs no compiler
+    pure_sdists: tuple[str, ...] = ()
 
     @property
     def epoch(self) -> int:
@@ -680,4 +682,6 @@ class Closure:
         if self.kernels:
             out["kernel_build"] = {"sdists": list(self.kernels),
                                    "packages": [p.to_json() for p in self.build_pins]}
+        if self.pure_sdists:
+            out["pure_sdists"] = list(self.pure_sdists)
         return out

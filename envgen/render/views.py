@@ -136,6 +136,7 @@ PROJECT_DIR = LAYER_DIRS[-1]
 # a project's sdists, built into wheels in a stage of their own (only the wheels enter)
 PROJECT_BUILD_DIR = "7-project-build"
 BUILD_TOOLS = ("gcc", "g++", "python3-dev", "python3-venv")
+PURE_BUILD_TOOLS = ("python3-venv",)   # pure-Python sdists: pip's venv, no compiler
 ARCHIVE_MOUNT = "/opt/envgen/archives"
 # a project's sdists that compile CUDA kernels against torch, built in the stage
 # kernel-build over the image's own layers, with the hash-pinned compiler and tools of
@@ -226,7 +227,10 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        "dir": PROJECT_BUILD_DIR, "pins": sdists, "pip": PIP, "build_env": [],
                        "binary": [], "count": len(sdists), "hashed": all(p.sha256 for p in sdists),
                        "unhashed": [(p.requirement, p.note) for p in sdists if not p.sha256],
-                       "built": True})
+                       "built": True,
+                       # no native source in any of them: the stage needs no compiler
+                       "pure": {canonical_name(p.name) for p in sdists} <= {
+                           canonical_name(n) for n in full.pure_sdists}})
     if kernels:
         layers.append({"title": "project packages that compile CUDA kernels",
                        "dir": KERNEL_DIR, "pins": kernels, "pip": PIP, "build_env": [],
@@ -393,7 +397,8 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
         return None
     from ..resolve.held import archives
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
-            "tools": list(BUILD_TOOLS), "wheels": "/opt/wheels",
+            "tools": list(PURE_BUILD_TOOLS if built.get("pure") else BUILD_TOOLS),
+            "wheels": "/opt/wheels",
             # git references: their archives, made by `git archive`, in project-archives/
             "archives": archives(stack.project), "archive_dir": ARCHIVE_MOUNT}
 

@@ -152,8 +152,13 @@ def parse_closure(data, name: str) -> Closure:
     # closure.json, or the image's payload layer differs between the build and the rebuild.
     inputs = json.loads(json.dumps(data["inputs"], sort_keys=True))
     kernels, build = _kernel_build(data.get("kernel_build"), seen, bad)
+    pure = data.get("pure_sdists", [])
+    if not isinstance(pure, list) or not all(
+            isinstance(n, str) and canonical_name(n) in seen for n in pure):
+        raise bad("'pure_sdists' must name packages of the closure")
     return Closure(key=key, inputs=inputs, pins=tuple(pins), resolver=resolver,
-                   created=created, stack=stack, kernels=kernels, build_pins=build)
+                   created=created, stack=stack, kernels=kernels, build_pins=build,
+                   pure_sdists=tuple(pure))
 
 
 def _kernel_build(data, names: set, bad) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
@@ -719,12 +724,44 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
         raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
                                  f"command again asks the index again")
     kernels, build = _kernels(stack, layer, hashed, index)
+    pure = _pure_sdists(hashed, layer, index, set(kernels))
     c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
                 resolver=f"{uv_version}, uv pip compile",
                 created=closure_for(stack)[0].created, stack=stack.stack,
-                kernels=kernels, build_pins=build)
+                kernels=kernels, build_pins=build, pure_sdists=pure)
     write_json(cached, c.to_json())
     return c, f"resolved now with {c.resolver}, cached as {cached}"
+
+
+def _pure_sdists(pins, layer, index: str, kernels: set) -> tuple[str, ...]:
+    """The closure's sdists (kernel ones aside) that hold no native source, read from the
+    held archive or from the index's file (kept under ENVGEN_HOME, checked by its sha256);
+    one that cannot be read counts as native."""
+    from urllib.parse import urljoin
+
+    from .held import held_files
+    from .sdists import needs_compiler
+    from .urlref import fetch
+    held = held_files(layer)
+
+    def pure(p) -> str | None:
+        path = held.get(canonical_name(p.name))
+        if path is None:
+            try:
+                files = fetch_json(f"{index}/{canonical_name(p.name)}/").get("files") or []
+                f = next(f for f in files if isinstance(f, dict)
+                         and f.get("filename") == p.file)
+                path = fetch(p.name, urljoin(f"{index}/{canonical_name(p.name)}/",
+                                             str(f.get("url", ""))), p.sha256)[0]
+            except (OSError, LookupError, ValueError, StopIteration, InputError,
+                    EnvironmentMissing):
+                return None
+        return None if needs_compiler(path) else p.name
+    sdists = [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256
+              and p.name not in kernels]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return tuple(n for n in pool.map(pure, sdists) if n)
 
 
 def _kernels(stack: Stack, layer, pins, index: str) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
@@ -770,4 +807,5 @@ def store_project(applied: Stack, free: Closure) -> None:
         write_json(path, Closure(key=key, inputs=inputs, pins=free.pins,
                                  resolver=free.resolver, created=free.created,
                                  stack=applied.stack, kernels=free.kernels,
-                                 build_pins=free.build_pins).to_json())
+                                 build_pins=free.build_pins,
+                                 pure_sdists=free.pure_sdists).to_json())

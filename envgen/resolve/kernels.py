@@ -39,10 +39,11 @@ NVCC_ON_PYPI = {
 }
 
 # Seconds one .cu file of a torch extension takes to compile for one compute capability,
-# host pass included: tests/projects/torch-kernel's one file for 9.0 took 76.5 s in the
-# kernel-build stage on this project's 2-core machine (2026-12-05, docs/project.md). A
-# rough basis for the build time envgen prints: the host pass is once per file, and
-# flash-attn's files are far heavier than this one.
+# host pass included: an axpy kernel including torch/extension.h took 76.5 s for 9.0 in the
+# kernel-build stage on this project's 2-core machine, the same kernel with ATen and
+# torch/library.h alone 30.7 s (2026-12-05, docs/project.md). A rough basis for the build
+# time envgen prints, the heavier of the two: the host pass is once per file, and
+# flash-attn's files are far heavier than either.
 SECONDS_PER_FILE_ARCH = 75
 # The parallel compiles the stage runs (MAX_JOBS): each nvcc of a kernel takes 1-4 GB
 MAX_JOBS = 2

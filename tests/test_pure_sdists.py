@@ -1,0 +1,92 @@
+"""A project's pure-Python sdists build without Debian's compiler: which sdists hold a native
+source, what the closure records of them (and refuses from a lock), and the builder stage's
+apt list. Offline; tests/test_project_from_real.py builds both kinds for real (crcmod 1.7's
+C extension with gcc, the git-dep project's pure package without)."""
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from envgen.core.errors import InputError
+from envgen.core.model import Closure, Pin
+from envgen.resolve.closure import parse_closure
+from envgen.resolve.sdists import needs_compiler
+
+
+def tar(path: Path, *members: str) -> Path:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name in members:
+            info = tarfile.TarInfo(f"x-1.0/{name}")
+            t.addfile(info, io.BytesIO(b""))
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("members, native", [
+    (("setup.py", "x/__init__.py", "PKG-INFO"), False),
+    (("setup.py", "x/__init__.py", "x/_speed.c"), True),
+    (("pyproject.toml", "src/lib.rs", "Cargo.toml"), True),
+    (("setup.py", "x/_fast.pyx"), True),
+    (("CMakeLists.txt", "x/__init__.py"), True),
+])
+def test_a_native_source_or_build_file_needs_the_compiler(tmp_path, members, native):
+    assert needs_compiler(tar(tmp_path / "x-1.0.tar.gz", *members)) is native
+
+
+def test_a_zip_sdist_is_read_and_an_unreadable_one_needs_the_compiler(tmp_path):
+    z = tmp_path / "x-1.0.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("x-1.0/setup.py", "")
+    assert needs_compiler(z) is False
+    bad = tmp_path / "y-1.0.tar.gz"
+    bad.write_bytes(b"not an archive")
+    assert needs_compiler(bad) is True
+
+
+def closure_json(**extra) -> dict:
+    c = Closure(key="f" * 64, inputs={"requirements": ["x"]}, created="2026-12-01T00:00:00Z",
+                pins=(Pin("x", "1.0", file="x-1.0.tar.gz", sha256="a" * 64),))
+    return {**c.to_json(), **extra}
+
+
+def test_the_closure_records_pure_sdists_and_a_lock_cannot_name_a_stranger():
+    c = parse_closure(closure_json(pure_sdists=["x"]), "envgen.lock")
+    assert c.pure_sdists == ("x",) and c.to_json()["pure_sdists"] == ["x"]
+    assert "pure_sdists" not in parse_closure(closure_json(), "c.json").to_json()
+    for bad in (["y"], "x", [1]):
+        with pytest.raises(InputError) as e:
+            parse_closure(closure_json(pure_sdists=bad), "envgen.lock")
+        assert "'pure_sdists' must name packages of the closure" in e.value.message
+
+
+def test_the_builder_stage_of_pure_sdists_installs_no_compiler():
+    """Offline render of a project over pytorch-cu121 with one sdist: with the closure
+    saying it is pure, apt installs python3-venv alone; without, gcc, g++ and headers."""
+    from envgen.core.model import ProjectLayer
+    from envgen.matrix.load import load_matrix
+    from envgen.render.views import render_texts
+    from envgen.resolve.closure import closure_for
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import resolve
+    m = load_matrix()
+    plain = resolve(m, parse_spec("pytorch-cu121", m))
+    base = closure_for(plain, resolve=False)[0]
+    x = Pin("antlr4-python3-runtime", "4.9.3", file="antlr4-python3-runtime-4.9.3.tar.gz",
+            sha256="a" * 64)
+    st = plain.replace(packages=plain.packages + ((x.name, x.version),),
+                       project=ProjectLayer(name="p", pip=((x.name, x.version),)))
+
+    def apt_line(pure):
+        c = Closure(key=base.key, inputs=base.inputs, pins=base.pins + (x,),
+                    created=base.created, stack=st.stack,
+                    pure_sdists=(x.name,) if pure else ())
+        df = render_texts(st, c)["Dockerfile"]
+        return next(ln for ln in df.splitlines() if "install -y --no-install-recommends" in ln
+                    and "python3-venv" in ln and "python3 python3-venv" not in ln)
+    assert apt_line(True).endswith("--no-install-recommends python3-venv \\")
+    assert "gcc g++ python3-dev python3-venv" in apt_line(False)
