@@ -270,3 +270,59 @@ def test_a_known_kernel_package_pinned_exactly_is_read_from_its_sdist_on_the_ind
     page["files"][0]["hashes"]["sha256"] = "0" * 64    # not the bytes the index serves
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home2"))
     assert cl.kernel_sdists_on_index(cu130, ["flash-attn==2.6.3"]) == {}
+
+
+def test_a_lock_carries_the_kernel_stage_to_a_rebuild():
+    """`envgen verify --rebuild` renders from the lock alone: its closure summary keeps the
+    kernel_build and pure_sdists, and a rebuild's closure has them back (checked as any)."""
+    from envgen.core.model import ProjectLayer
+    from envgen.lock.verify import lock_closure
+    from envgen.matrix.load import load_matrix
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import resolve
+    m = load_matrix()
+    st = resolve(m, parse_spec("pytorch-cu130", m)).replace(
+        project=ProjectLayer(name="kproj", pip=(("x", "0.1.0"),)))
+    entry = {"stack": st.to_json(),
+             "closure": {"key": "f" * 64, "resolver": "uv", "created": "2026-12-01T00:00:00Z",
+                         "kernel_build": {"sdists": ["x"], "packages": [BUILD]},
+                         "pure_sdists": []},
+             "requirements": [Pin("x", "0.1.0", file="x-0.1.0.tar.gz", sha256="a" * 64,
+                                  note="from file:///p/x-0.1.0.tar.gz").to_json()]}
+    c = lock_closure(entry)
+    assert c.kernels == ("x",) and c.build_pins[0].name == "ninja"
+    entry["closure"]["kernel_build"]["sdists"] = ["not-in-the-lock"]
+    with pytest.raises(InputError):
+        lock_closure(entry)
+
+
+def test_a_held_sdist_is_found_by_its_pin_alone_or_the_rebuild_says_what_to_do(
+        tmp_path, monkeypatch):
+    import hashlib
+
+    from envgen.build.context import _copy_archives
+    from envgen.core.model import ProjectLayer
+    from envgen.resolve.held import held_sdist, kept_file
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    data = b"an sdist"
+    sha = hashlib.sha256(data).hexdigest()
+    url = Pin("x", "0.1.0", file="x-0.1.0.tar.gz", sha256=sha, note="from file:///p/x.tar.gz")
+    git = Pin("y", "1.0", file="y-1.0.tar.gz", sha256=sha,
+              note="built from git https://h/r.git at " + "c" * 40)
+    index = Pin("z", "1.0", file="z-1.0.tar.gz", sha256=sha)
+    assert held_sdist(url) and held_sdist(git) and not held_sdist(index)
+    assert kept_file(url) is None
+    stack = SimpleNamespace(project=ProjectLayer(name="p"))
+    with pytest.raises(InputError) as e:
+        _copy_archives(stack, Closure(key="k", inputs={}, pins=(url,)), tmp_path / "ctx")
+    assert "which this machine does not hold" in e.value.message
+    for folder, pin in ((tmp_path / "home" / "files" / sha, url),
+                        (tmp_path / "home" / "archives" / ("c" * 40), git)):
+        folder.mkdir(parents=True)
+        (folder / pin.file).write_bytes(data)
+    assert _copy_archives(stack, Closure(key="k", inputs={}, pins=(url, git, index)),
+                          tmp_path / "ctx")
+    assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == ["x-0.1.0.tar.gz",
+                                                                    "y-1.0.tar.gz"]
+    (tmp_path / "home" / "files" / sha / url.file).write_bytes(b"changed")
+    assert kept_file(url) is None      # bytes that are not the pin's are not used

@@ -159,9 +159,10 @@ MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/%+-]{1,300}")
 def build_args(stack: Stack) -> dict[str, str]:
     """A project's apt step, and the builder stage of its sdists, on a local Debian base
     read the base's snapshot from a mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default
-    mirror when it does, else snapshot.debian.org): the same choice that made the base."""
-    if stack.project is None or not (stack.project.apt or stack.project.requirements) \
-            or stack.base.kind != "local" or not stack.base.snapshot:
+    mirror when it does, else snapshot.debian.org): the same choice that made the base. A
+    project stack read back from a lock or a label no longer holds the requirements its
+    builder stages come from, so every project on such a base gets it."""
+    if stack.project is None or stack.base.kind != "local" or not stack.base.snapshot:
         return {}
     from .base import choose_mirror
     mirror = choose_mirror(stack.base)

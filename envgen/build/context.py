@@ -16,6 +16,27 @@ from ..smoke import SMOKE_DIR, payload_files
 EXECUTABLE = {"base/build-base.sh"}
 
 
+def _copy_archives(stack: Stack, closure: Closure, into: Path) -> bool:
+    """The held sdists the builder stages build, into project-archives/: from the project's
+    requirement lines when the stack has them (envgen.yaml), else found by the closure's
+    pins under ENVGEN_HOME (a stack read back from a lock); one this machine has not kept
+    is refused, naming what to do."""
+    from ..resolve.held import held_sdist, kept_file
+    if stack.project.requirements:
+        from ..resolve.project import copy_archives
+        return copy_archives(stack.project, into)
+    wanted = [p for p in closure.pins if held_sdist(p)]
+    for pin in wanted:
+        path = kept_file(pin)
+        if path is None:
+            raise InputError(f"{pin.name} {pin.version} is built from {pin.file} "
+                             f"({pin.note}), which this machine does not hold: run `envgen "
+                             f"init --from` or `envgen build` in the project's folder first")
+        into.mkdir(parents=True, exist_ok=True)
+        (into / pin.file).write_bytes(path.read_bytes())
+    return bool(wanted)
+
+
 def payload_path(stack: Stack) -> Path:
     return SMOKE_DIR / f"{stack.smoke}_smoke.py"
 
@@ -60,11 +81,10 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
     if stack.project is not None and stack.project.files:
         _project_files(stack, out)
         tops.add("project")
-    if stack.project is not None and stack.project.requirements:
-        from ..resolve.project import copy_archives
+    if stack.project is not None:
         if (out / "project-archives").is_dir():
             shutil.rmtree(out / "project-archives")
-        if copy_archives(stack.project, out / "project-archives"):
+        if _copy_archives(stack, closure, out / "project-archives"):
             tops.add("project-archives")
     written = []
     for top in sorted(tops):

@@ -37,7 +37,9 @@ def step_name(command: str) -> str:
     if command.startswith("FROM "):
         return "base image"
     if APT_LOG in command:   # a builder stage's compiler, or the project's own packages
-        return "compiler and Python headers" if " python3-dev" in command else \
+        if " python3-dev" in command:
+            return "compiler and Python headers"
+        return "pip for the builder stage" if "venv /opt/build" in command else \
             "project apt packages"
     if "source=project," in command:
         return "project files"

@@ -113,13 +113,17 @@ ENTRY = {
         "closure": {
             "type": ["object", "null"], "additionalProperties": False,
             "required": ["key", "resolver", "created"],
-            "message": "closure must be null or {{key, resolver, created}} as a closure has them",
+            "message": "closure must be null or {{key, resolver, created}} as a closure has "
+                       "them (and a project's kernel_build and pure_sdists)",
             "properties": {
                 "key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                 "resolver": {"type": "string", "maxLength": 200,
                              "pattern": r"^(?!-)[^\x00-\x1f\x7f]*$"},
                 "created": {"type": "string",
-                            "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"}}},
+                            "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"},
+                # checked whole by resolve/closure.py parse_closure when a rebuild reads them
+                "kernel_build": {"type": "object"},
+                "pure_sdists": {"type": "array", "items": schema.NAME}}},
         "requirements": {"type": "array", "message": "'requirements' must be a list",
                          "items": _REQUIREMENT},
         "unlocked": {"type": "array", "items": schema.NAME,

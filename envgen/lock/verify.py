@@ -193,7 +193,9 @@ def lock_closure(entry: dict):
                              "key": info.get("key"), "inputs": cl.inputs_for(stack),
                              "resolver": info.get("resolver", ""),
                              "created": info.get("created"),
-                             "packages": entry["requirements"]}, "the lock")
+                             "packages": entry["requirements"],
+                             **{k: info[k] for k in ("kernel_build", "pure_sdists")
+                                if k in info}}, "the lock")
 
 
 def verify(c, lock: dict, **kw) -> dict:

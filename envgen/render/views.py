@@ -395,12 +395,14 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
     built = next((x for x in layers if x["dir"] == PROJECT_BUILD_DIR), None)
     if built is None or stack.project is None:
         return None
-    from ..resolve.held import archives
+    from ..resolve.held import held_sdist
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
             "tools": list(PURE_BUILD_TOOLS if built.get("pure") else BUILD_TOOLS),
             "wheels": "/opt/wheels",
-            # git references: their archives, made by `git archive`, in project-archives/
-            "archives": archives(stack.project), "archive_dir": ARCHIVE_MOUNT}
+            # git references' archives (`git archive`) and sdists named by URL or path, in
+            # project-archives/ of the context
+            "archives": any(held_sdist(p) for p in built["pins"]),
+            "archive_dir": ARCHIVE_MOUNT}
 
 
 def _kernel_build(stack: Stack, layers: list[dict]) -> dict | None:
@@ -411,14 +413,15 @@ def _kernel_build(stack: Stack, layers: list[dict]) -> dict | None:
     built = next((x for x in layers if x["dir"] == KERNEL_DIR), None)
     if built is None or stack.project is None:
         return None
-    from ..resolve.held import archives
+    from ..resolve.held import held_sdist
     from ..resolve.kernels import MAX_JOBS, arch_list
     return {**_apt(stack.base), "dir": KERNEL_DIR, "tools_dir": KERNEL_TOOLS_DIR,
             "count": built["count"], "names": [p.name for p in built["pins"]],
             "apt_tools": list(KERNEL_APT), "wheels": KERNEL_WHEELS,
             "cuda_home": CUDA_HOME, "cuda_home_setup": CUDA_HOME_SETUP,
             "archs": arch_list(stack), "jobs": MAX_JOBS,
-            "archives": archives(stack.project), "archive_dir": ARCHIVE_MOUNT}
+            "archives": any(held_sdist(p) for p in built["pins"]),
+            "archive_dir": ARCHIVE_MOUNT}
 
 
 def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:

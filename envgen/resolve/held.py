@@ -3,6 +3,7 @@ the sdist `git archive` made of a commit, and each file kept under ENVGEN_HOME b
 sha256."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..core.model import ProjectLayer, canonical_name
@@ -33,8 +34,26 @@ def held_files(layer: ProjectLayer) -> dict[str, Path]:
     return held
 
 
-def archives(layer: ProjectLayer) -> bool:
-    """Whether a builder stage mounts project-archives/: a git reference, or an sdist named
-    by URL or path."""
-    return bool(git_requirements(layer) or any(
-        not url.endswith(".whl") for _n, url, _s in file_requirements(layer)))
+GIT_NOTE = re.compile(r"built from git \S+ at ([0-9a-f]{40})")
+
+
+def held_sdist(pin) -> bool:
+    """A closure's pin whose sdist envgen holds (a git reference's archive, a file named by
+    URL or path) rather than the index serving it: its note says which."""
+    return bool(pin.file and not pin.file.endswith(".whl") and pin.note and (
+        pin.note.startswith("from ") or GIT_NOTE.fullmatch(pin.note)))
+
+
+def kept_file(pin) -> Path | None:
+    """Where ENVGEN_HOME keeps a held sdist, found from the closure alone (a stack read back
+    from a lock has no requirement lines): files/SHA256/FILE or archives/COMMIT/FILE, its
+    bytes checked against the pin's sha256; None when this machine has not kept it."""
+    import hashlib
+
+    from ..core import home
+    m = GIT_NOTE.fullmatch(pin.note or "")
+    path = home.home() / ("archives" if m else "files") / (m.group(1) if m else pin.sha256
+                                                          or "-") / pin.file
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pin.sha256:
+        return None
+    return path
