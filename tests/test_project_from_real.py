@@ -185,6 +185,15 @@ def test_a_project_cuda_kernel_is_compiled_in_the_image_for_the_target_gpus(
                     "except (RuntimeError, NotImplementedError) as e:\n"
                     "    print('refused:', str(e).splitlines()[0])")
         assert "refused:" in op.stdout and "CPU" in op.stdout, op
+        # a teammate's rebuild reads the lock alone: the kernel stage and the sdist, found
+        # by its pin, give the same layers
+        lock = envgen("lock", "-o", "envgen.lock", cwd=folder, home=home)
+        assert lock.returncode == 0, lock.stderr[-1500:]
+        entry = next(iter(json.loads((folder / "envgen.lock").read_text())["stacks"].values()))
+        assert entry["closure"]["kernel_build"]["sdists"] == ["envgen-axpy"]
+        v = envgen("verify", "envgen.lock", "--rebuild", "--json", cwd=folder, home=home)
+        assert v.returncode == 0, v.stdout[-1500:] + v.stderr[-1500:]
+        assert json.loads(v.stdout)["ok"] is True
     finally:
         remove_own_image(got["image_id"], images_before)
 
