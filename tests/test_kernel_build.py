@@ -63,10 +63,31 @@ def test_uv_is_told_what_the_sdist_requires_from_its_own_pkg_info(tmp_path):
     nometa = sdist(tmp_path / "y-0.1.0.tar.gz", {"setup.py": SETUP_CUDA})
     plain = sdist(tmp_path / "c-0.1.0.tar.gz", {"setup.py": SETUP_PLAIN, "PKG-INFO": PKG_INFO})
     assert k.requires_dist(cuda) == ["torch", "einops>=0.8"]   # the body is not read
-    assert k.requires_dist(nometa) is None
+    assert k.requires_dist(nometa) == []     # setup() names no install_requires
     got = k.metadata_for({"x": ("0.1.0", cuda), "y": ("0.1.0", nometa),
                           "c": ("0.1.0", plain)})
-    assert got == [{"name": "x", "version": "0.1.0", "requires-dist": ["torch", "einops>=0.8"]}]
+    assert got == [{"name": "x", "version": "0.1.0", "requires-dist": ["torch", "einops>=0.8"]},
+                   {"name": "y", "version": "0.1.0", "requires-dist": []}]
+
+
+SETUP_REQS = SETUP_CUDA.replace(b'name="x",', b'name="x", install_requires=["torch", "einops"],')
+
+
+@pytest.mark.parametrize("files, want", [
+    # a git archive has no PKG-INFO: its setup.py's literal list is read, never run
+    ({"setup.py": SETUP_REQS}, ["torch", "einops"]),
+    ({"setup.py": SETUP_CUDA.replace(b'name="x",', b'name="x", install_requires=REQS,')},
+     None),                                                    # computed: uv is left to say
+    ({"setup.py": b"import os\n"}, None),                      # calls no setup()
+    ({"setup.py": b"def (:\n"}, None),                         # not Python
+    ({"pyproject.toml": b'[project]\nname = "x"\ndependencies = ["torch>=2.4", "ninja"]\n',
+      "setup.py": SETUP_REQS}, ["torch>=2.4", "ninja"]),
+    ({"pyproject.toml": b'[project]\nname = "x"\ndynamic = ["dependencies"]\n',
+      "setup.py": SETUP_REQS}, ["torch", "einops"]),             # dynamic: setup.py says
+    ({"pyproject.toml": b"not toml [", "setup.py": SETUP_REQS}, ["torch", "einops"]),
+])
+def test_without_pkg_info_the_archives_own_files_say_what_it_requires(tmp_path, files, want):
+    assert k.requires_dist(sdist(tmp_path / "x-0.1.0.tar.gz", files)) == want
 
 
 def test_known_kernel_sdists_and_held_archives_are_told_apart_from_other_sdists(tmp_path):

@@ -107,16 +107,60 @@ def cu_files(path: Path) -> int:
 
 
 def requires_dist(path: Path) -> list[str] | None:
-    """The sdist's own Requires-Dist lines (its PKG-INFO), or None when it has no PKG-INFO
-    (a git archive): what uv is told instead of building the sdist to ask it, which it
-    cannot do without torch in its build environment."""
-    files = _members(path, lambda n: _top(n) and n.endswith("PKG-INFO"))
-    if not files:
+    """What the sdist requires, as uv is told instead of building it to ask (which it cannot
+    do without torch in its build environment): its PKG-INFO's Requires-Dist lines; without
+    a PKG-INFO (a git archive), its pyproject.toml's static [project] dependencies or its
+    setup.py's literal install_requires, read, never run; None when none of them says."""
+    files = _members(path, lambda n: _top(n) and n.rsplit("/", 1)[-1] in (
+        "PKG-INFO", "pyproject.toml", "setup.py"))
+
+    def top(name):   # the archive's own file of that name, not a subfolder's
+        found = sorted((k for k in files if k.rsplit("/", 1)[-1] == name),
+                       key=lambda k: k.count("/"))
+        return files[found[0]].decode("utf-8", "replace") if found else None
+    text = top("PKG-INFO")
+    if text is not None:
+        from email.parser import Parser
+        msg = Parser().parse(io.StringIO(text.split("\n\n", 1)[0] + "\n"))
+        return [r.strip() for r in msg.get_all("Requires-Dist") or [] if r.strip()]
+    return _pyproject_dependencies(top("pyproject.toml")) or _install_requires(top("setup.py"))
+
+
+def _pyproject_dependencies(text: str | None) -> list[str] | None:
+    try:
+        import tomllib  # Python 3.11; on 3.10 setup.py is read alone
+        project = tomllib.loads(text or "").get("project") or {}
+    except (ImportError, ValueError, AttributeError):   # TOMLDecodeError is a ValueError
         return None
-    text = min(files.items(), key=lambda kv: kv[0].count("/"))[1].decode("utf-8", "replace")
-    from email.parser import Parser
-    msg = Parser().parse(io.StringIO(text.split("\n\n", 1)[0] + "\n"))
-    return [r.strip() for r in msg.get_all("Requires-Dist") or [] if r.strip()]
+    deps = project.get("dependencies") if isinstance(project, dict) else None
+    if "dependencies" in (project.get("dynamic") or []) or not isinstance(deps, list) or \
+            not all(isinstance(d, str) for d in deps):
+        return None
+    return deps
+
+
+def _install_requires(text: str | None) -> list[str] | None:
+    """setup(install_requires=[...]) when the list is a literal of strings."""
+    import ast
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "setup" or
+                                           getattr(node.func, "attr", None) == "setup"):
+            for kw in node.keywords:
+                if kw.arg == "install_requires":
+                    try:
+                        value = ast.literal_eval(kw.value)
+                    except (ValueError, TypeError, SyntaxError, RecursionError):
+                        return None
+                    if isinstance(value, (list, tuple)) and all(isinstance(v, str)
+                                                                for v in value):
+                        return [v.strip() for v in value if v.strip()]
+                    return None
+            return []    # a setup() that names no install_requires requires nothing
+    return None
 
 
 def metadata_for(held: dict[str, tuple[str, Path]]) -> list[dict]:
