@@ -138,7 +138,7 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
         output = BuildKitOutput(log, log_path, progress) if used.buildkit else None
         image_id = engine.build(
             ctx, builder=builder, iidfile=ctx.with_name(f".{stack.stack}.iid"),
-            no_cache=no_cache, platform=stack.platform, build_args=build_args(stack),
+            no_cache=no_cache, platform=stack.platform, build_args=build_args(stack, closure),
             secrets=build_secrets(), network=checked("ENVGEN_BUILD_NETWORK") or None,
             idle=daemon.seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S),
             on_line=output.line if output else classic_output(log, progress),
@@ -156,14 +156,17 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
 MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/%+-]{1,300}")
 
 
-def build_args(stack: Stack) -> dict[str, str]:
-    """A project's apt step, and the builder stage of its sdists, on a local Debian base
+def build_args(stack: Stack, closure: Closure) -> dict[str, str]:
+    """A project's apt step, and the builder stages of its sdists, on a local Debian base
     read the base's snapshot from a mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default
-    mirror when it does, else snapshot.debian.org): the same choice that made the base. A
-    project stack read back from a lock or a label no longer holds the requirements its
-    builder stages come from, so every project on such a base gets it."""
+    mirror when it does, else snapshot.debian.org): the same choice that made the base.
+    Whether a builder stage runs is read from the closure's sdists, which a project stack
+    read back from a lock keeps (its requirement lines it does not)."""
     if stack.project is None or stack.base.kind != "local" or not stack.base.snapshot:
         return {}
+    if not stack.project.apt and not any(p.file and not p.file.endswith(".whl")
+                                         for p in closure.pins):
+        return {}   # no step reads a Debian mirror: none is asked
     from .base import choose_mirror
     mirror = choose_mirror(stack.base)
     if not MIRROR_URL.fullmatch(mirror):

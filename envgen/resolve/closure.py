@@ -630,6 +630,31 @@ def project_inputs(stack: Stack, layer) -> dict:
     return json.loads(json.dumps(inputs, sort_keys=True))
 
 
+def index_file(index: str, name: str, wanted) -> Path | None:
+    """The first file of `name`'s page on `index` that `wanted(entry)` accepts and that
+    names its sha256, fetched once and kept under ENVGEN_HOME/files/SHA256/ (checked against
+    that sha256); None when the index does not answer, lists no such file, or serves other
+    bytes."""
+    from urllib.parse import urljoin
+
+    from .urlref import fetch
+    page = f"{index}/{canonical_name(name)}/"
+    try:
+        files = fetch_json(page).get("files") or []
+    except (OSError, LookupError, ValueError):
+        return None
+    entry = next((f for f in files if isinstance(f, dict) and isinstance(
+        f.get("filename"), str) and (f.get("hashes") or {}).get("sha256") and wanted(f)),
+        None)
+    if entry is None:
+        return None
+    try:
+        return fetch(name, urljoin(page, str(entry.get("url", ""))),
+                     entry["hashes"]["sha256"])[0]
+    except (InputError, EnvironmentMissing):
+        return None
+
+
 def kernel_sdists_on_index(stack: Stack, requirements) -> dict[str, tuple[str, Path]]:
     """name → (version, the sdist kept under ENVGEN_HOME) for each known CUDA-kernel package
     the team pins exactly (flash-attn==2.6.3): its PKG-INFO tells uv what it requires,
@@ -651,24 +676,11 @@ def kernel_sdists_on_index(stack: Stack, requirements) -> dict[str, tuple[str, P
         pins = [s.version for s in req.specifier if s.operator == "=="]
         if name not in KNOWN or req.url or len(pins) != 1 or "*" in pins[0]:
             continue
-        try:
-            files = fetch_json(f"{index}/{name}/").get("files") or []
-        except (OSError, LookupError, ValueError):
-            continue
-        sdist = next((f for f in files if isinstance(f, dict)
-                      and str(f.get("filename", "")).endswith(".tar.gz")
-                      and f"-{pins[0]}.tar.gz" in f["filename"]
-                      and (f.get("hashes") or {}).get("sha256")), None)
-        if sdist is None:
-            continue
-        from .urlref import fetch
-        try:
-            from urllib.parse import urljoin
-            url = urljoin(f"{index}/{name}/", str(sdist.get("url", "")))
-            path, _sha, version = fetch(name, url, sdist["hashes"]["sha256"])
-        except (InputError, EnvironmentMissing):
-            continue
-        out[name] = (version, path)
+        path = index_file(index, name, lambda f, v=pins[0]: f["filename"].endswith(
+            f"-{v}.tar.gz"))
+        if path is not None:
+            from .urlref import dist_version
+            out[name] = (dist_version(name, path.name), path)
     return out
 
 
@@ -737,26 +749,15 @@ def _pure_sdists(pins, layer, index: str, kernels: set) -> tuple[str, ...]:
     """The closure's sdists (kernel ones aside) that hold no native source, read from the
     held archive or from the index's file (kept under ENVGEN_HOME, checked by its sha256);
     one that cannot be read counts as native."""
-    from urllib.parse import urljoin
-
     from .held import held_files
     from .sdists import needs_compiler
-    from .urlref import fetch
     held = held_files(layer)
 
     def pure(p) -> str | None:
-        path = held.get(canonical_name(p.name))
-        if path is None:
-            try:
-                files = fetch_json(f"{index}/{canonical_name(p.name)}/").get("files") or []
-                f = next(f for f in files if isinstance(f, dict)
-                         and f.get("filename") == p.file)
-                path = fetch(p.name, urljoin(f"{index}/{canonical_name(p.name)}/",
-                                             str(f.get("url", ""))), p.sha256)[0]
-            except (OSError, LookupError, ValueError, StopIteration, InputError,
-                    EnvironmentMissing):
-                return None
-        return None if needs_compiler(path) else p.name
+        path = held.get(canonical_name(p.name)) or index_file(
+            index, p.name, lambda f: f["filename"] == p.file
+            and f["hashes"]["sha256"] == p.sha256)
+        return None if path is None or needs_compiler(path) else p.name
     sdists = [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256
               and p.name not in kernels]
     from concurrent.futures import ThreadPoolExecutor

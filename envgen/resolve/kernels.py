@@ -93,17 +93,10 @@ NOT_BUILT = frozenset({"test", "tests", "example", "examples", "tools", "benchma
 
 def cu_files(path: Path) -> int:
     """How many CUDA sources (.cu) the archive holds outside test and example folders: what
-    the build time grows with."""
-    def counted(name: str) -> bool:
-        return name.endswith(".cu") and not NOT_BUILT & set(name.split("/")[:-1])
-    try:
-        if path.name.endswith(".zip"):
-            with zipfile.ZipFile(path) as z:
-                return sum(1 for i in z.infolist() if counted(i.filename))
-        with tarfile.open(path, "r:*") as t:
-            return sum(1 for m in t if m.isfile() and counted(m.name))
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
-        return 0
+    the build time grows with (0 when it cannot be read)."""
+    from .sdists import names
+    return sum(1 for n in names(path) or () if n.endswith(".cu")
+               and not NOT_BUILT & set(n.split("/")[:-1]))
 
 
 def requires_dist(path: Path) -> list[str] | None:
