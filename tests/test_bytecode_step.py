@@ -13,8 +13,9 @@ import pytest
 from envgen.render.views import COMPILE
 
 
-def _step(venv, marker):
-    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "marker": str(marker)}
+def _step(venv, marker, path_first=None):
+    path = f"{venv}/bin:/usr/bin:/bin"
+    env = {"PATH": f"{path_first}:{path}" if path_first else path, "marker": str(marker)}
     r = subprocess.run(["sh", "-c", f'set -eu; marker="$marker"; {COMPILE}'],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -68,4 +69,27 @@ def test_a_failing_file_listing_fails_the_step_and_no_list_is_left(venv, tmp_pat
     marker = tmp_path / "marker"
     marker.write_text("")
     _step(venv, marker)
-    assert not (tmp_path / "marker.files").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("marker.")] == []
+
+
+def test_the_shares_give_the_same_bytes_however_many_run_at_once(venv, tmp_path):
+    """The shares run at most `nproc` at a time: one core or many, every .pyc is the same."""
+    site = next(venv.glob("lib/python*/site-packages"))
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    time.sleep(0.05)
+    pkg = site / "many"
+    pkg.mkdir()
+    for i in range(20):   # more files than shares, so each share holds several
+        (pkg / f"m{i:02d}.py").write_text(f"S = {{'x{i}', 'y', 'z'}}\nT = ('a', 'b', {i})\n")
+    seen = []
+    for cores in ("1", "3", "16"):
+        fake = tmp_path / f"bin{cores}"
+        fake.mkdir()
+        (fake / "nproc").write_text(f"#!/bin/sh\necho {cores}\n")
+        (fake / "nproc").chmod(0o755)
+        shutil.rmtree(pkg / "__pycache__", ignore_errors=True)
+        _step(venv, marker, path_first=fake)
+        seen.append({p.name: p.read_bytes() for p in (pkg / "__pycache__").iterdir()})
+    assert len(seen[0]) == 20
+    assert seen[0] == seen[1] == seen[2]

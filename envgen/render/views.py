@@ -48,24 +48,26 @@ STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc
 # COMPILE_JOBS processes compiles its fixed share of the sorted list (every COMPILE_JOBS-th
 # file, whatever the machine's cores), in order, so two builds still give bit-identical
 # layers while the cores work together (torch's 5,241 files took 191 s in one process on
-# this loaded machine; docs/benchmarks.md). -f:
+# this loaded machine; docs/benchmarks.md). No more shares run at once than the machine has
+# cores (xargs -P "$(nproc)"): a share's bytes do not depend on when it runs, and eight
+# processes on two cores cost 20 % more CPU than two at a time (docs/benchmarks.md). -f:
 # a .pyc that Python wrote by itself meanwhile (setuptools' .pth imports _distutils_hack at
 # every start) records the source's time, and is replaced. A file
 # that does not compile (a Python 2 leftover in some wheels) is left without, as pip leaves it.
 # -cnewer (the inode's change time, which no installer sets back): uv copies files out of
 # its cache, and a copy may keep the time the file had there, before the marker.
 # An empty share is skipped: compileall given an empty list compiles all of sys.path.
-# No pipe: the list goes through a file beside the marker, so a failing find or sort fails
-# the step (sh has no pipefail; hadolint DL4006) while compileall reads the same sorted list.
+# No pipe: the lists go through files beside the marker, so a failing find, sort or share
+# fails the step (sh has no pipefail; hadolint DL4006) while compileall reads the same list.
 COMPILE_JOBS = 8
 COMPILE = ("find \"$(python -c 'import sys; print(sys.prefix)')\" -name '*.py' -cnewer "
            "\"$marker\" > \"$marker.files\" && LC_ALL=C sort -o \"$marker.files\" "
            f"\"$marker.files\" && split -n r/{COMPILE_JOBS} -d -a 1 \"$marker.files\" "
-           f"\"$marker.part\" && for part in \"$marker.part\"?; do "
-           "if [ -s \"$part\" ]; then { PYTHONHASHSEED=0 python -m compileall -f -qq "
-           "--invalidation-mode checked-hash -i \"$part\" "
-           "|| echo 'some files did not compile'; } & fi; done && wait "
-           "&& rm -f \"$marker.files\" \"$marker.part\"?")
+           "\"$marker.part\" && printf '%s\\n' \"$marker.part\"? > \"$marker.shares\" "
+           "&& xargs -P \"$(nproc)\" -n 1 -a \"$marker.shares\" sh -c 'if [ -s \"$1\" ]; then "
+           "PYTHONHASHSEED=0 python -m compileall -f -qq --invalidation-mode checked-hash "
+           "-i \"$1\" || echo \"some files did not compile\"; fi' compile "
+           "&& rm -f \"$marker.files\" \"$marker.shares\" \"$marker.part\"?")
 COMPILE_AT_BUILD = True   # the pip steps compile bytecode (False renders them without)
 CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # The venv is made without pip: the locked pip and setuptools are installed into it by the
