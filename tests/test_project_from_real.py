@@ -76,9 +76,11 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
             head = subprocess.run(["git", "-C", str(tmp_path / "tinylib"), "rev-parse", "HEAD"],
                                   capture_output=True, text=True).stdout.strip()
             assert f"@{head}" in (folder / "envgen.yaml").read_text()
-            # a pure-Python sdist: its builder stage installs no compiler
+            # a pure-Python sdist: its builder stage runs no apt step (no compiler) and
+            # builds with the base's own pip wheel
             log = open(got["log"]).read()
-            assert "--no-install-recommends python3-venv" in log and " gcc " not in log
+            assert "/usr/share/python-wheels/pip-" in log and " wheel --no-cache-dir" in log
+            assert "apt-get" not in log and " gcc " not in log
         if project == "torch-requirements":   # the local wheel, by the sha256 of its bytes
             wheel = PROJECTS / project / "wheels" / "envgen_tinywheel-0.2.0-py3-none-any.whl"
             sha = hashlib.sha256(wheel.read_bytes()).hexdigest()

@@ -64,12 +64,10 @@ def test_the_closure_records_pure_sdists_and_a_lock_cannot_name_a_stranger():
         assert "'pure_sdists' must name packages of the closure" in e.value.message
 
 
-def test_the_builder_stage_of_pure_sdists_installs_no_compiler():
-    """Offline render of a project over pytorch-cu121 with one sdist: with the closure
-    saying it is pure, apt installs python3-venv alone; without, gcc, g++ and headers."""
+def _project_over_cu121():
+    """A project over pytorch-cu121 (a local Debian base) with one sdist, offline."""
     from envgen.core.model import ProjectLayer
     from envgen.matrix.load import load_matrix
-    from envgen.render.views import render_texts
     from envgen.resolve.closure import closure_for
     from envgen.resolve.spec import parse_spec
     from envgen.resolve.stack import resolve
@@ -81,12 +79,41 @@ def test_the_builder_stage_of_pure_sdists_installs_no_compiler():
     st = plain.replace(packages=plain.packages + ((x.name, x.version),),
                        project=ProjectLayer(name="p", pip=((x.name, x.version),)))
 
-    def apt_line(pure):
-        c = Closure(key=base.key, inputs=base.inputs, pins=base.pins + (x,),
-                    created=base.created, stack=st.stack,
-                    pure_sdists=(x.name,) if pure else ())
-        df = render_texts(st, c)["Dockerfile"]
-        return next(ln for ln in df.splitlines() if "install -y --no-install-recommends" in ln
-                    and "python3-venv" in ln and "python3 python3-venv" not in ln)
-    assert apt_line(True).endswith("--no-install-recommends python3-venv \\")
-    assert "gcc g++ python3-dev python3-venv" in apt_line(False)
+    def closure(pure):
+        return Closure(key=base.key, inputs=base.inputs, pins=base.pins + (x,),
+                       created=base.created, stack=st.stack,
+                       pure_sdists=(x.name,) if pure else ())
+    return st, closure
+
+
+def test_the_builder_stage_of_pure_sdists_installs_no_compiler():
+    """With the closure saying the sdist is pure, the builder stage on a local base runs no
+    apt step and builds with the base's own pip wheel; without, apt installs gcc, g++ and
+    the headers and pip runs from the stage's venv."""
+    from envgen.render.views import BASE_PIP, render_texts
+    st, closure = _project_over_cu121()
+    assert st.base.kind == "local"
+
+    def stage(pure):
+        df = render_texts(st, closure(pure))["Dockerfile"]
+        return df[df.index("AS project-build"):df.index("\nFROM ", df.index("AS project-build"))]
+    pure, native = stage(True), stage(False)
+    assert "apt-get" not in pure and "venv /opt/build" not in pure
+    assert f" && {BASE_PIP} wheel " in pure
+    assert "--no-install-recommends gcc g++ python3-dev python3-venv" in native
+    assert " && /opt/build/bin/pip wheel " in native
+
+
+def test_no_debian_mirror_is_asked_for_a_project_whose_sdists_are_all_pure(monkeypatch):
+    """build_args asks for a mirror (a network probe) only when a step runs apt."""
+    import envgen.build.base as base_mod
+    from envgen.build.buildkit import build_args
+    asked = []
+    monkeypatch.setattr(base_mod, "choose_mirror",
+                        lambda b: asked.append(b) or "https://mirror.invalid/debian")
+    st, closure = _project_over_cu121()
+    assert build_args(st, closure(True)) == {}
+    assert asked == []
+    assert build_args(st, closure(False)) == {
+        "ENVGEN_DEBIAN_MIRROR": "https://mirror.invalid/debian"}
+    assert len(asked) == 1

@@ -139,6 +139,12 @@ PROJECT_DIR = LAYER_DIRS[-1]
 PROJECT_BUILD_DIR = "7-project-build"
 BUILD_TOOLS = ("gcc", "g++", "python3-dev", "python3-venv")
 PURE_BUILD_TOOLS = ("python3-venv",)   # pure-Python sdists: pip's venv, no compiler
+BUILDER_PIP = "/opt/build/bin/pip"      # the builder stage's venv, made after its apt step
+# A local Debian base has python3-venv (LOCAL_BASE_PACKAGES), and with it Debian's pip wheel:
+# pip run from that wheel builds pure-Python sdists (PEP 517, in an isolated environment)
+# with no apt step and no venv, 5 s less of a branch that shares the cores with the CUDA and
+# framework steps (docs/benchmarks.md).
+BASE_PIP = 'python3 "$(set -- /usr/share/python-wheels/pip-*.whl; echo "$1")/pip"'
 ARCHIVE_MOUNT = "/opt/envgen/archives"
 # a project's sdists that compile CUDA kernels against torch, built in the stage
 # kernel-build over the image's own layers, with the hash-pinned compiler and tools of
@@ -393,13 +399,17 @@ def _apt(base) -> dict:
 
 def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
     """The builder stage of a project's sdists: Debian's compiler and Python headers from
-    the base's snapshot, `pip wheel` of each sdist checked against its sha256."""
+    the base's snapshot (pure-Python sdists on a local base: none, and the base's own pip),
+    `pip wheel` of each sdist checked against its sha256."""
     built = next((x for x in layers if x["dir"] == PROJECT_BUILD_DIR), None)
     if built is None or stack.project is None:
         return None
     from ..resolve.held import held_sdist
+    pure = bool(built.get("pure"))
+    bare = pure and stack.base.kind == "local" and "python3-venv" in LOCAL_BASE_PACKAGES
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
-            "tools": list(PURE_BUILD_TOOLS if built.get("pure") else BUILD_TOOLS),
+            "tools": [] if bare else list(PURE_BUILD_TOOLS if pure else BUILD_TOOLS),
+            "pip": BASE_PIP if bare else BUILDER_PIP,
             "wheels": "/opt/wheels",
             # git references' archives (`git archive`) and sdists named by URL or path, in
             # project-archives/ of the context
