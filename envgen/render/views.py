@@ -50,7 +50,7 @@ STAMP = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /etc
 # layers while the cores work together (torch's 5,241 files took 191 s in one process on
 # this loaded machine; docs/benchmarks.md). No more shares run at once than the machine has
 # cores (xargs -P "$(nproc)"): a share's bytes do not depend on when it runs, and eight
-# processes on two cores cost 20 % more CPU than two at a time (docs/benchmarks.md). -f:
+# processes on two cores cost up to 20 % more CPU than two (docs/benchmarks.md). -f:
 # a .pyc that Python wrote by itself meanwhile (setuptools' .pth imports _distutils_hack at
 # every start) records the source's time, and is replaced. A file
 # that does not compile (a Python 2 leftover in some wheels) is left without, as pip leaves it.
