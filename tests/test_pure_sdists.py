@@ -90,9 +90,11 @@ def test_the_builder_stage_of_pure_sdists_installs_no_compiler():
     """With the closure saying the sdist is pure, the builder stage on a local base runs no
     apt step and builds with the base's own pip wheel; without, apt installs gcc, g++ and
     the headers and pip runs from the stage's venv."""
+    from envgen.core.model import LOCAL_BASE_PACKAGES
     from envgen.render.views import BASE_PIP, render_texts
     st, closure = _project_over_cu121()
     assert st.base.kind == "local"
+    assert "python3-venv" in LOCAL_BASE_PACKAGES   # Debian's pip wheel, which BASE_PIP runs
 
     def stage(pure):
         df = render_texts(st, closure(pure))["Dockerfile"]

@@ -74,8 +74,8 @@ CONTEXT_IGNORE = ("base/", "*.tar", ".envgen-render-*")
 # distribution's own pip wheel, run from the wheel file, so no step deletes a file a lower
 # layer holds. (A deletion is a whiteout in the layer, stamped with the time of the build.)
 PIP = "pip"
-BOOTSTRAP_PIP = ('python "$(set -- /usr/share/python-wheels/pip-*.whl; '
-                 'echo "$1")/pip"')
+DEBIAN_PIP_WHEEL = '"$(set -- /usr/share/python-wheels/pip-*.whl; echo "$1")/pip"'
+BOOTSTRAP_PIP = f"python {DEBIAN_PIP_WHEEL}"
 # The installer of the hash-pinned binary layers: uv, pinned here by the sha256 PyPI's simple
 # index (https://pypi.org/simple/uv/) lists for its Linux wheels (uploaded 2026-11-17); pip
 # takes the one for the build's platform and checks it against these. A throw-away stage
@@ -144,7 +144,7 @@ BUILDER_PIP = "/opt/build/bin/pip"      # the builder stage's venv, made after i
 # pip run from that wheel builds pure-Python sdists (PEP 517, in an isolated environment)
 # with no apt step and no venv, 5 s less of a branch that shares the cores with the CUDA and
 # framework steps (docs/benchmarks.md).
-BASE_PIP = 'python3 "$(set -- /usr/share/python-wheels/pip-*.whl; echo "$1")/pip"'
+BASE_PIP = f"python3 {DEBIAN_PIP_WHEEL}"   # the bare base has no `python`, only python3
 ARCHIVE_MOUNT = "/opt/envgen/archives"
 # a project's sdists that compile CUDA kernels against torch, built in the stage
 # kernel-build over the image's own layers, with the hash-pinned compiler and tools of
@@ -406,7 +406,7 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
         return None
     from ..resolve.held import held_sdist
     pure = bool(built.get("pure"))
-    bare = pure and stack.base.kind == "local" and "python3-venv" in LOCAL_BASE_PACKAGES
+    bare = pure and stack.base.kind == "local"   # python3-venv is in LOCAL_BASE_PACKAGES
     return {**_apt(stack.base), "dir": PROJECT_BUILD_DIR, "count": built["count"],
             "tools": [] if bare else list(PURE_BUILD_TOOLS if pure else BUILD_TOOLS),
             "pip": BASE_PIP if bare else BUILDER_PIP,
