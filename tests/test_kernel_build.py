@@ -263,6 +263,9 @@ def test_the_dockerfile_compiles_kernels_in_a_stage_over_the_images_own_layers()
     assert [n for n, t in texts.items() if "ninja==" in t] == [
         "install/7-kernel-tools/requirements.txt"]
     assert json.loads(texts["closure.json"])["kernel_build"]["sdists"] == ["envgen-axpy"]
+    # the stage's apt reads a Debian mirror, and `envgen build` asks for one
+    from envgen.render.views import reads_debian_mirror
+    assert "ARG ENVGEN_DEBIAN_MIRROR=" in df and reads_debian_mirror(st, c)
 
 
 def test_a_known_kernel_package_pinned_exactly_is_read_from_its_sdist_on_the_index(

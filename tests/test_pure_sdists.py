@@ -119,3 +119,20 @@ def test_no_debian_mirror_is_asked_for_a_project_whose_sdists_are_all_pure(monke
     assert build_args(st, closure(False)) == {
         "ENVGEN_DEBIAN_MIRROR": "https://mirror.invalid/debian"}
     assert len(asked) == 1
+
+
+def test_a_mirror_is_asked_exactly_when_the_dockerfile_reads_one():
+    """reads_debian_mirror agrees with the rendered Dockerfile: pure sdists alone declare no
+    ENVGEN_DEBIAN_MIRROR, a native sdist's stage and a project's apt packages do."""
+    from envgen.render.views import reads_debian_mirror, render_texts
+    st, closure = _project_over_cu121()
+    from envgen.core.model import ProjectLayer
+    apt_only = st.plain().replace(project=ProjectLayer(name="p", apt=("libgomp1",)))
+    plain = closure(False)
+    plain = plain.__class__(key=plain.key, inputs=plain.inputs, pins=plain.pins[:-1],
+                            created=plain.created, stack=apt_only.stack)
+    for stack, c, reads in ((st, closure(True), False), (st, closure(False), True),
+                            (apt_only, plain, True)):
+        df = render_texts(stack, c)["Dockerfile"]
+        assert ("ARG ENVGEN_DEBIAN_MIRROR=" in df) is reads
+        assert reads_debian_mirror(stack, c) is reads

@@ -17,7 +17,7 @@ from ..core.environ import checked
 from ..core.errors import BuildFailed, InputError
 from ..core.files import check_writable
 from ..core.image import default_tag, parse_tagged, split_tag
-from ..core.model import Closure, Stack, canonical_name
+from ..core.model import Closure, Stack
 from ..resolve.closure import CA_BUNDLE, closure_for
 from ..runtime import docker as daemon
 from ..runtime.buildkit import IDLE_S
@@ -160,15 +160,10 @@ def build_args(stack: Stack, closure: Closure) -> dict[str, str]:
     """A project's apt step, and the builder stages of its sdists, on a local Debian base
     read the base's snapshot from a mirror that serves it (ENVGEN_DEBIAN_MIRROR, the default
     mirror when it does, else snapshot.debian.org): the same choice that made the base.
-    Whether a builder stage runs apt is read from the closure's sdists and which of them are
-    pure Python (built by the base's own pip, no apt), which a project stack read back from
-    a lock keeps (its requirement lines it does not)."""
-    if stack.project is None or stack.base.kind != "local" or not stack.base.snapshot:
-        return {}
-    pure = {canonical_name(n) for n in closure.pure_sdists}
-    if not stack.project.apt and not any(p.file and not p.file.endswith(".whl")
-                                         and canonical_name(p.name) not in pure
-                                         for p in closure.pins):
+    Asked only when a rendered step reads it (views.reads_debian_mirror, from the closure's
+    sdists, which a project stack read back from a lock keeps)."""
+    from ..render.views import reads_debian_mirror
+    if not reads_debian_mirror(stack, closure):
         return {}   # no step reads a Debian mirror: none is asked
     from .base import choose_mirror
     mirror = choose_mirror(stack.base)

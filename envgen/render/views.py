@@ -397,6 +397,19 @@ def _apt(base) -> dict:
             "components": "main universe" if source else "main", "opts": opts}
 
 
+def reads_debian_mirror(stack: Stack, closure: Closure) -> bool:
+    """Whether a rendered step declares ENVGEN_DEBIAN_MIRROR: a project's apt step, or a
+    builder stage that runs apt (native sdists, CUDA kernels), on a local base with a
+    snapshot. The same views the Dockerfile is rendered from decide, so `envgen build` asks
+    for a mirror exactly when a step reads one."""
+    if stack.project is None or not _apt(stack.base)["mirror_arg"]:
+        return False
+    layers = install_layers(stack, closure)
+    build = _project_build(stack, layers)
+    return bool(stack.project.apt or (build and build["tools"]) or
+                _kernel_build(stack, layers))
+
+
 def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
     """The builder stage of a project's sdists: Debian's compiler and Python headers from
     the base's snapshot (pure-Python sdists on a local base: none, and the base's own pip),

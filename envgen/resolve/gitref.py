@@ -69,14 +69,19 @@ def commit_of(repo: str, ref: str) -> str:
                      f"it has")
 
 
+def archive_dir(commit: str) -> Path:
+    """Where ENVGEN_HOME keeps the sdists `git archive` made of a commit: archives/COMMIT."""
+    from ..core import home
+    return home.home() / "archives" / commit
+
+
 def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
     """(the sdist NAME-VERSION.tar.gz of `commit`, its sha256, its version); the version
     is read from the commit's pyproject.toml [project] or setup.cfg [metadata], never by
     running anything."""
-    from ..core import home
     if not COMMIT.fullmatch(commit):
         raise InputError(f"{commit!r} is not a commit id")
-    folder = home.home() / "archives" / commit
+    folder = archive_dir(commit)
     found = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
     if found:
         path = found[0]

@@ -50,10 +50,10 @@ def kept_file(pin) -> Path | None:
     bytes checked against the pin's sha256; None when this machine has not kept it."""
     import hashlib
 
-    from ..core import home
+    from .gitref import archive_dir
+    from .urlref import kept_path
     m = GIT_NOTE.fullmatch(pin.note or "")
-    path = home.home() / ("archives" if m else "files") / (m.group(1) if m else pin.sha256
-                                                          or "-") / pin.file
+    path = archive_dir(m.group(1)) / pin.file if m else kept_path(pin.sha256 or "-", pin.file)
     if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pin.sha256:
         return None
     return path

@@ -57,15 +57,20 @@ def dist_version(name: str, filename: str) -> str:
     return str(version)
 
 
+def kept_path(sha256: str, filename: str) -> Path:
+    """Where ENVGEN_HOME keeps a fetched file: files/SHA256/FILE."""
+    from ..core import home
+    return home.home() / "files" / sha256 / filename
+
+
 def fetch(name: str, url: str, sha256: str | None = None) -> tuple[Path, str, str]:
     """(the file kept under ENVGEN_HOME/files/SHA256/, its sha256, its version). With
     `sha256`, a file whose bytes differ is refused; a kept file is not fetched again."""
-    from ..core import home
     bare, _ = split(url)
     filename = urllib.parse.unquote(Path(urllib.parse.urlsplit(bare).path).name)
     version = dist_version(name, filename)
     if sha256 is not None:
-        kept = home.home() / "files" / sha256 / filename
+        kept = kept_path(sha256, filename)
         if kept.is_file():
             return kept, sha256, version
     with tempfile.TemporaryDirectory(prefix="envgen-file-") as tmp:
@@ -75,10 +80,10 @@ def fetch(name: str, url: str, sha256: str | None = None) -> tuple[Path, str, st
             raise InputError(f"{name} @ {shown(bare, 120)}: its sha256 is {digest}, not the "
                              f"{sha256} written for it: the file changed, or it is not the one "
                              f"the requirement was pinned to")
-        folder = home.home() / "files" / digest
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(part), folder / filename)
-    return folder / filename, digest, version
+        path = kept_path(digest, filename)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(part), path)
+    return path, digest, version
 
 
 def _copy(url: str, to: Path) -> str:
