@@ -12,7 +12,7 @@ from pathlib import Path
 from envgen.build.buildkit import explain_failure
 from envgen.build.steps import step_name
 from envgen.render import render_texts
-from envgen.render.views import STAMP, UV_HASHES, UV_MOUNT, UV_VERSION
+from envgen.render.views import STAMP, UV_FETCHER, UV_HASHES, UV_MOUNT, UV_VERSION
 from envgen.resolve import request
 from envgen.resolve.closure import closure_for
 
@@ -37,8 +37,17 @@ def test_every_hashed_layer_installs_with_the_pinned_uv_and_keeps_its_guarantees
     uv_req = texts["install/0-uv/requirements.txt"]
     assert f"uv=={UV_VERSION}" in uv_req
     assert re.findall(r"--hash=sha256:([0-9a-f]{64})", uv_req) == list(UV_HASHES)
+    # from PyPI the stage fetches the one wheel itself, by the hash pinned beside its address
     installer = next(r for r in runs(df) if "source=install/0-uv," in r)
-    assert "--require-hashes" in installer and "--no-deps" in installer
+    assert installer.endswith("python3 /opt/envgen/req/fetch_uv.py /opt/envgen/req/wheels.txt "
+                              "/opt/uv") and "pip" not in installer.replace("/.cache/pip/", "")
+    assert texts["install/0-uv/fetch_uv.py"] == UV_FETCHER.read_text()
+    rows = [ln.split() for ln in texts["install/0-uv/wheels.txt"].splitlines()
+            if not ln.startswith("#")]
+    assert [r[0] for r in rows] == ["x86_64", "aarch64"]
+    for _machine, sha, url in rows:
+        assert sha in UV_HASHES and url.startswith("https://files.pythonhosted.org/packages/")
+        assert url.rsplit("/", 1)[1].startswith(f"uv-{UV_VERSION}-py3-none-")
     layers = [r for r in runs(df) if re.search(r"source=install/[1-9]", r)]
     assert len(layers) == 4
     for r in layers:
@@ -58,6 +67,30 @@ def test_every_hashed_layer_installs_with_the_pinned_uv_and_keeps_its_guarantees
         assert r.index("uv pip install") < r.index("compileall") < r.index("-newermt")
     assert f"-path {UV_MOUNT}" in STAMP, "the read-only mount is never stamped"
     assert "COPY" not in {ln.split()[0] for ln in df.splitlines() if ln.strip()}
+
+
+def test_a_teams_mirror_fetches_uv_through_pip_with_its_hashes():
+    """A mirror's file addresses are its own: the stage asks it through pip, by hash."""
+    m = request.load()
+    st = request.resolve(m, "pytorch-cu121", request.host(m))
+    closure = closure_for(st, resolve=False)[0]   # the wheels' hashes, whichever index serves them
+    texts = render_texts(st.replace(index_url="https://mirror.example.org/simple"), closure)
+    installer = next(r for r in runs(texts["Dockerfile"]) if "source=install/0-uv," in r)
+    assert "--require-hashes" in installer and "--no-deps" in installer
+    assert "fetch_uv.py" not in installer
+    assert "install/0-uv/wheels.txt" not in texts and "install/0-uv/fetch_uv.py" not in texts
+    assert "--index-url https://mirror.example.org/simple" in texts[
+        "install/0-uv/requirements.txt"]
+
+
+def test_the_installers_failure_is_its_own_sentence():
+    log = ["#7 [uv 1/1] RUN --mount=type=secret,id=ca,target=/root/.cache/pip/ca.pem",
+           "#7 0.171 envgen: the installer uv: https://files.pythonhosted.org/p/uv.whl does "
+           "not match the sha256 envgen pins (expected 0000, got d7f4)",
+           "#7 ERROR: executor failed running [/bin/sh -c set -eu]: exit code: 1"]
+    assert explain_failure(log) == ("the installer uv: https://files.pythonhosted.org/p/uv.whl "
+                                    "does not match the sha256 envgen pins (expected 0000, "
+                                    "got d7f4)")
 
 
 def test_stacks_from_pytorchs_index_keep_pip():

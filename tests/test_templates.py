@@ -18,7 +18,8 @@ VERSION_LIKE = re.compile(r"(?<![\w.])\d+\.\d+(\.\d+)*(?![\w.])")
 # Dockerfile.j2 is an ENV/LABEL key, a literal in views.py.)
 # envgen's own command strings (render/views.py constants), no value from a matrix or user
 CONSTANTS = {"uid", "payload_dir", "envgen_version", "stamp", "compile", "layer.pip",
-             "uv", "uv_shared", "bootstrap_pip", "layer.cuda_home_setup", "project_build.pip"}
+             "uv", "uv_shared", "uv_fetch", "bootstrap_pip", "layer.cuda_home_setup",
+             "project_build.pip"}
 DOCKERFILE_CONSTANTS = CONSTANTS | {"name"}
 # Known gap, tested on its own below (strict xfail).
 CMD_PAYLOAD = "Dockerfile.j2: CMD {{ payload }}"

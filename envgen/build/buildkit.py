@@ -38,6 +38,8 @@ _HASH_GOT = re.compile(r"Got\s+([0-9a-f]{64})")
 #                            Computed: sha256:5fa9… (each on a line of its own)
 _UV_HASH = re.compile(r"Hash mismatch for `([A-Za-z0-9._-]+==[^`\s]+)`")
 _UV_SHA = re.compile(r"sha256:([0-9a-f]{64})")
+# fetch_uv.py's one line (the uv stage of a stack that installs from PyPI)
+_FETCH_UV = re.compile(r"envgen: (the installer uv: .+)$", re.M)
 _NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establish a new "
                          r"connection|Network is unreachable|No route to host|"
                          r"dns error|failed to lookup address")
@@ -46,6 +48,9 @@ _NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establ
 def explain_failure(lines: list[str]) -> str | None:
     """One sentence for the failures a user can act on, from the build's own words."""
     text = "\n".join(lines)
+    fetch = _FETCH_UV.search(text)
+    if fetch:
+        return fetch.group(1).rstrip()
     uv = _UV_HASH.search(text)
     if uv:
         after = text[uv.end():]

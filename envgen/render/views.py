@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from .. import __version__
 from ..core import provenance
@@ -91,6 +92,20 @@ UV_HASHES = (
     # uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64.whl
     "5435c5ce14a56431208ca0996416d310f1598e8c2c8ba707688985a16bb82dbe",
 )
+# From PyPI, the stage fetches the wheel pip would pick on the bases' glibc (2.36 and up)
+# itself, by its files.pythonhosted.org address on the same index page, checks its sha256
+# and writes bin/uv (fetch_uv.py): 0.5 s where pip run from Debian's wheel took 2.1 s, on
+# the path every cold build waits on (docs/benchmarks.md). A team's mirror (index_url),
+# whose addresses envgen cannot know, keeps pip and the hashes above.
+UV_WHEELS = (
+    ("x86_64", "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+     "https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080"
+     "a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"),
+    ("aarch64", "ecb6028d79dc96fbeafffe5c8af62a7099487ebc05a701e76714eebcffd06375",
+     "https://files.pythonhosted.org/packages/fe/2f/51a5de367c602592c018a42a23d57fba5f2689f"
+     "e6c3bf025dcf043b39c61/uv-0.13.9-py3-none-manylinux_2_28_aarch64.whl"),
+)
+UV_FETCHER = Path(__file__).with_name("fetch_uv.py")
 UV_DIR = "0-uv"             # install/0-uv/requirements.txt: the installer's one pin
 UV_STAGE = "/opt/uv"        # where the throw-away stage unpacks it
 # uv unpacks into a cache of the step's own, on the layer's file system, and links the files
@@ -183,6 +198,18 @@ def uv_requirements(stack: Stack) -> str:
     index = f"--index-url {token(stack.index_url)}\n" if stack.index_url else ""
     return (f"# The installer envgen's install steps run (mounted, in no layer); its hashes "
             f"from https://pypi.org/simple/uv/.\n{index}uv=={UV_VERSION}{hashes}\n")
+
+
+def uv_fetched(stack: Stack) -> bool:
+    """The uv stage fetches uv by its PyPI address (fetch_uv.py) rather than through pip."""
+    return uses_uv(stack) and not stack.index_url
+
+
+def uv_wheels() -> str:
+    """install/0-uv/wheels.txt: fetch_uv.py's one wheel a machine."""
+    return (f"# uv {UV_VERSION} for fetch_uv.py, one wheel a machine: machine sha256 url "
+            f"(from https://pypi.org/simple/uv/)\n"
+            + "".join(f"{m} {sha} {url}\n" for m, sha, url in UV_WHEELS))
 
 
 def install_layers(stack: Stack, closure: Closure) -> list[dict]:
@@ -346,6 +373,8 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "uv_stage": buildkit and any(x["uv"] for x in layers),
         "uv": UV, "uv_shared": UV_SHARED, "uv_version": UV_VERSION, "uv_dir": UV_DIR,
         "uv_target": UV_STAGE,
+        "uv_fetch": f"python3 {REQ_MOUNT}/{UV_FETCHER.name} {REQ_MOUNT}/wheels.txt {UV_STAGE}"
+        if uv_fetched(stack) else "",
         "uv_mount": UV_MOUNT, "venv_lock": VENV_LOCK,
         "bootstrap_pip": BOOTSTRAP_PIP if base.kind != "framework" else PIP,
         "req_mount": REQ_MOUNT,
@@ -553,10 +582,12 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
     for layer in install_layers(stack, closure):
         jobs[f"install/{layer['dir']}/requirements.txt"] = (
             req, requirements_view(stack, closure, layer["pins"], layer["title"], layer))
+    texts_extra = {}
     if uses_uv(stack):
-        texts_extra = {f"install/{UV_DIR}/requirements.txt": uv_requirements(stack)}
-    else:
-        texts_extra = {}
+        texts_extra[f"install/{UV_DIR}/requirements.txt"] = uv_requirements(stack)
+    if uv_fetched(stack):
+        texts_extra[f"install/{UV_DIR}/wheels.txt"] = uv_wheels()
+        texts_extra[f"install/{UV_DIR}/{UV_FETCHER.name}"] = UV_FETCHER.read_text()
     if stack.base.kind == "local":
         jobs["base/build-base.sh"] = ("build-base.sh.j2", base_view(stack.base))
     rendered = cache.render(jobs, template_dir(), environment)
