@@ -453,6 +453,9 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
             "tools": [] if bare else list(PURE_BUILD_TOOLS if pure else BUILD_TOOLS),
             "pip": BASE_PIP if bare else BUILDER_PIP,
             "wheels": "/opt/wheels",
+            # the sdists by name: `--no-binary=:all:` reached the isolated build environment
+            # too, and pip built setuptools there from its own sdist (10 of the stage's 12 s)
+            "no_binary": ",".join(sorted(canonical_name(p.name) for p in built["pins"])),
             # git references' archives (`git archive`) and sdists named by URL or path, in
             # project-archives/ of the context
             "archives": any(held_sdist(p) for p in built["pins"]),
