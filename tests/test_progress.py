@@ -152,3 +152,13 @@ def test_a_projects_steps_have_their_names(tmp_path):
     assert [step_name(c) for c in runs] == [
         "user and venv", "installer (uv)", "packaging tools", "CUDA libraries", "framework",
         "companions", "project apt packages", "project files", "payload, stack and closure"]
+
+
+def test_the_steps_that_install_built_wheels_are_not_the_payload():
+    """Both mount their stage's wheels at the payload's mount point; each has its own name."""
+    for stage, name in (("project-build", "wheels built from sdists, installed"),
+                        ("kernel-build", "CUDA kernels, installed")):
+        assert step_name(f"RUN --mount=type=bind,from={stage},source=/opt/wheels,"
+                         f"target=/opt/envgen/src set -eu && marker=$(mktemp)") == name
+    assert step_name("RUN --mount=type=bind,target=/opt/envgen/src set -eu && pip check"
+                     ) == "payload, stack and closure"

@@ -43,6 +43,10 @@ def step_name(command: str) -> str:
             "project apt packages"
     if "source=project," in command:
         return "project files"
+    if "from=project-build," in command:   # the image's step that installs the built wheels
+        return "wheels built from sdists, installed"
+    if "from=kernel-build," in command:
+        return "CUDA kernels, installed"
     if "python3 -m venv" in command or "useradd" in command:
         return "user and venv"
     if "/opt/envgen/src" in command:
