@@ -98,10 +98,10 @@ UV_HASHES = (
 # the path every cold build waits on (docs/benchmarks.md). A team's mirror (index_url),
 # whose addresses envgen cannot know, keeps pip and the hashes above.
 UV_WHEELS = (
-    ("x86_64", "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+    ("x86_64", UV_HASHES[0],
      "https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080"
      "a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"),
-    ("aarch64", "ecb6028d79dc96fbeafffe5c8af62a7099487ebc05a701e76714eebcffd06375",
+    ("aarch64", UV_HASHES[1],
      "https://files.pythonhosted.org/packages/fe/2f/51a5de367c602592c018a42a23d57fba5f2689f"
      "e6c3bf025dcf043b39c61/uv-0.13.9-py3-none-manylinux_2_28_aarch64.whl"),
 )
