@@ -70,6 +70,17 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
     assert not [n for n in out["notes"] if "guessed" in n], out["notes"]
     got = build_certified(folder, home)
     try:
+        if project in ("git-dep", "torch-crc-pyproject"):
+            # the sdists build with their backends pinned by hash (the closure holds them),
+            # installed into the stage's own folder, not in pip's isolated environment
+            log = open(got["log"]).read()
+            assert "--require-hashes --target /opt/build-tools" in log
+            assert "PYTHONPATH=/opt/build-tools" in log and "--no-build-isolation" in log
+            inside = docker("run", "--rm", "--network", "none", got["image_id"],
+                            "cat", "/opt/envgen/closure.json")
+            tools = json.loads(inside.stdout)["sdist_build"]["packages"]
+            assert {"setuptools", "wheel"} <= {t["name"] for t in tools}
+            assert all(t["hashes"] and t["file"].endswith(".whl") for t in tools)
         # the plain image's lower layers are shared
         assert got["layers"][:3] == built["layers"][:3]
         if project == "git-dep":   # the commit is what envgen.yaml and the closure hold

@@ -64,8 +64,9 @@ def test_the_closure_records_pure_sdists_and_a_lock_cannot_name_a_stranger():
         assert "'pure_sdists' must name packages of the closure" in e.value.message
 
 
-def _project_over_cu121():
-    """A project over pytorch-cu121 (a local Debian base) with one sdist, offline."""
+def _project_over_cu121(tools=()):
+    """A project over pytorch-cu121 (a local Debian base) with one sdist, offline; `tools`,
+    its build backends' pins (tests/test_sdist_build.py)."""
     from envgen.core.model import ProjectLayer
     from envgen.matrix.load import load_matrix
     from envgen.resolve.closure import closure_for
@@ -82,7 +83,7 @@ def _project_over_cu121():
     def closure(pure):
         return Closure(key=base.key, inputs=base.inputs, pins=base.pins + (x,),
                        created=base.created, stack=st.stack,
-                       pure_sdists=(x.name,) if pure else ())
+                       pure_sdists=(x.name,) if pure else (), sdist_build=tuple(tools))
     return st, closure
 
 

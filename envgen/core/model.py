@@ -670,6 +670,11 @@ class Closure:
     build_pins: tuple[Pin, ...] = ()
     # a project's sdists that hold no native source: their builder stage needs no compiler
     pure_sdists: tuple[str, ...] = ()
+    # what the builder stage installs to build a project's sdists (their [build-system]
+    # requires, resolved together): hash-pinned wheels, in no layer of the image. Empty for
+    # a closure written before envgen pinned them: pip's isolated environment then takes
+    # them from the index (the Dockerfile says so).
+    sdist_build: tuple[Pin, ...] = ()
 
     @property
     def epoch(self) -> int:
@@ -684,4 +689,6 @@ class Closure:
                                    "packages": [p.to_json() for p in self.build_pins]}
         if self.pure_sdists:
             out["pure_sdists"] = list(self.pure_sdists)
+        if self.sdist_build:
+            out["sdist_build"] = {"packages": [p.to_json() for p in self.sdist_build]}
         return out

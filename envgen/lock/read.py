@@ -114,7 +114,7 @@ ENTRY = {
             "type": ["object", "null"], "additionalProperties": False,
             "required": ["key", "resolver", "created"],
             "message": "closure must be null or {{key, resolver, created}} as a closure has "
-                       "them (and a project's kernel_build and pure_sdists)",
+                       "them (and a project's kernel_build, pure_sdists and sdist_build)",
             "properties": {
                 "key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                 "resolver": {"type": "string", "maxLength": 200,
@@ -123,7 +123,8 @@ ENTRY = {
                             "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"},
                 # checked whole by resolve/closure.py parse_closure when a rebuild reads them
                 "kernel_build": {"type": "object"},
-                "pure_sdists": {"type": "array", "items": schema.NAME}}},
+                "pure_sdists": {"type": "array", "items": schema.NAME},
+                "sdist_build": {"type": "object"}}},
         "requirements": {"type": "array", "message": "'requirements' must be a list",
                          "items": _REQUIREMENT},
         "unlocked": {"type": "array", "items": schema.NAME,

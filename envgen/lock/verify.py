@@ -194,7 +194,7 @@ def lock_closure(entry: dict):
                              "resolver": info.get("resolver", ""),
                              "created": info.get("created"),
                              "packages": entry["requirements"],
-                             **{k: info[k] for k in ("kernel_build", "pure_sdists")
+                             **{k: info[k] for k in ("kernel_build", "pure_sdists", "sdist_build")
                                 if k in info}}, "the lock")
 
 

@@ -189,8 +189,9 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
         cl = parse_closure(p.closure, f"{ref}:{CLOSURE_IN_IMAGE}")
         reqs = [pin.to_json() for pin in cl.pins]
         closure_info = {"key": cl.key, "resolver": cl.resolver, "created": cl.created}
-        extra = cl.to_json()   # a project's kernel stage and pure sdists, when it has them
-        closure_info.update((k, extra[k]) for k in ("kernel_build", "pure_sdists") if k in extra)
+        extra = cl.to_json()   # a project's kernel stage, pure sdists and sdists' build tools
+        closure_info.update((k, extra[k]) for k in ("kernel_build", "pure_sdists", "sdist_build")
+                            if k in extra)
         have = {canonicalize_name(x.name) for x in cl.pins}
         unlocked = sorted(n for n in p.packages if canonicalize_name(n) not in have)
     else:

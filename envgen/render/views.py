@@ -33,6 +33,7 @@ WHEEL_DIR = f"{PIP_CACHE}/files"
 # step), so BuildKit never creates and removes a stub for them and no layer records one.
 REQ_MOUNT = f"{PAYLOAD_DIR}/req"
 SRC_MOUNT = f"{PAYLOAD_DIR}/src"
+TOOLS_MOUNT = f"{PAYLOAD_DIR}/tools"   # a builder stage's requirements of its build tools
 UV_MOUNT = f"{PAYLOAD_DIR}/uv"   # where an install step mounts the installer (uv, below)
 # Stamps every file a step wrote with SOURCE_DATE_EPOCH (the closure's time), skipping the
 # kernel's and BuildKit's mounts: the layer's tar then depends only on its inputs. The
@@ -155,6 +156,11 @@ PROJECT_BUILD_DIR = "7-project-build"
 BUILD_TOOLS = ("gcc", "g++", "python3-dev", "python3-venv")
 PURE_BUILD_TOOLS = ("python3-venv",)   # pure-Python sdists: pip's venv, no compiler
 BUILDER_PIP = "/opt/build/bin/pip"      # the builder stage's venv, made after its apt step
+# what the project's sdists build with (their [build-system] requires, hash-pinned in the
+# closure): installed by the builder stage into a folder of its own, which the builds
+# without isolation read through PYTHONPATH; in no layer of the image
+PROJECT_BUILD_TOOLS_DIR = "7-project-build-tools"
+PROJECT_BUILD_TOOLS = "/opt/build-tools"
 # A local Debian base has python3-venv (LOCAL_BASE_PACKAGES), and with it Debian's pip wheel:
 # pip run from that wheel builds pure-Python sdists (PEP 517, in an isolated environment)
 # with no apt step and no venv, 5 s less of a branch that shares the cores with the CUDA and
@@ -266,6 +272,12 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        # no native source in any of them: the stage needs no compiler
                        "pure": {canonical_name(p.name) for p in sdists} <= {
                            canonical_name(n) for n in full.pure_sdists}})
+    if sdists and full.sdist_build:
+        tools = list(full.sdist_build)
+        layers.append({"title": "the project-build stage's build backends",
+                       "dir": PROJECT_BUILD_TOOLS_DIR, "pins": tools, "pip": PIP,
+                       "build_env": [], "binary": [], "count": len(tools), "hashed": True,
+                       "unhashed": [], "uv": False})
     if kernels:
         layers.append({"title": "project packages that compile CUDA kernels",
                        "dir": KERNEL_DIR, "pins": kernels, "pip": PIP, "build_env": [],
@@ -276,7 +288,8 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
         tools = list(full.build_pins)
         layers.append({"title": "the kernel-build stage's compiler and tools",
                        "dir": KERNEL_TOOLS_DIR, "pins": tools, "pip": PIP, "build_env": [],
-                       "binary": [], "count": len(tools), "hashed": True, "unhashed": []})
+                       "binary": [], "count": len(tools), "hashed": True, "unhashed": [],
+                       "uv": False})
     return layers
 
 
@@ -379,6 +392,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
         "bootstrap_pip": BOOTSTRAP_PIP if base.kind != "framework" else PIP,
         "req_mount": REQ_MOUNT,
         "src_mount": SRC_MOUNT,
+        "tools_mount": TOOLS_MOUNT,
         "payload": payload,
         "copied": [*payloads, "stack.json", "requirements.txt", "closure.json"],
         "command": ["python", f"{PAYLOAD_DIR}/{payload}"],
@@ -456,6 +470,11 @@ def _project_build(stack: Stack, layers: list[dict]) -> dict | None:
             # the sdists by name: `--no-binary=:all:` reached the isolated build environment
             # too, and pip built setuptools there from its own sdist (10 of the stage's 12 s)
             "no_binary": ",".join(sorted(canonical_name(p.name) for p in built["pins"])),
+            # the backends, pinned by hash (None: a closure from before they were pinned,
+            # whose builds take them from the index in pip's isolated environment)
+            "tools_dir": PROJECT_BUILD_TOOLS_DIR if any(
+                x["dir"] == PROJECT_BUILD_TOOLS_DIR for x in layers) else None,
+            "tools_target": PROJECT_BUILD_TOOLS,
             # git references' archives (`git archive`) and sdists named by URL or path, in
             # project-archives/ of the context
             "archives": any(held_sdist(p) for p in built["pins"]),
@@ -489,7 +508,8 @@ def project_steps(stack: Stack, layers: list[dict]) -> list[dict]:
     `envgen build` passes as ENVGEN_DEBIAN_MIRROR (one serving that snapshot)."""
     layer = stack.project
     steps = [_step("pip", x) for x in layers
-             if x["dir"] not in (PROJECT_DIR, PROJECT_BUILD_DIR, KERNEL_DIR, KERNEL_TOOLS_DIR)]
+             if x["dir"] not in (PROJECT_DIR, PROJECT_BUILD_DIR, PROJECT_BUILD_TOOLS_DIR,
+                                 KERNEL_DIR, KERNEL_TOOLS_DIR)]
     if layer is None:
         return steps
     kernel = _kernel_build(stack, layers)
@@ -522,8 +542,9 @@ def requirements_view(stack: Stack, closure: Closure, pins: list[Pin] | None = N
             "index_url": stack.index_url,
             # a team's own indexes, where its packages come from (each file checked by hash)
             "extra_index_urls": list(stack.project.indexes) if stack.project is not None and (
-                layer is None or layer.get("dir") in (PROJECT_DIR, PROJECT_BUILD_DIR,
-                                                      KERNEL_DIR, KERNEL_TOOLS_DIR)) else [],
+                layer is None or layer.get("dir") in (
+                    PROJECT_DIR, PROJECT_BUILD_DIR, PROJECT_BUILD_TOOLS_DIR, KERNEL_DIR,
+                    KERNEL_TOOLS_DIR)) else [],
             "pins": [{"requirement": p.requirement, "sha256": p.sha256, "file": p.file,
                       "note": p.note} for p in chosen],
             "hashed": all(p.sha256 for p in chosen),

@@ -158,7 +158,27 @@ def parse_closure(data, name: str) -> Closure:
         raise bad("'pure_sdists' must name packages of the closure")
     return Closure(key=key, inputs=inputs, pins=tuple(pins), resolver=resolver,
                    created=created, stack=stack, kernels=kernels, build_pins=build,
-                   pure_sdists=tuple(pure))
+                   pure_sdists=tuple(pure), sdist_build=_sdist_build(data.get("sdist_build"),
+                                                                     bad))
+
+
+def _sdist_build(data, bad) -> tuple[Pin, ...]:
+    """A closure's sdist_build: the wheels the builder stage installs to build the project's
+    sdists, each pinned by its sha256 (the stage installs them with --only-binary)."""
+    if data is None:
+        return ()
+    if not isinstance(data, dict) or set(data) != {"packages"}:
+        raise bad("'sdist_build' must be an object of packages")
+    pkgs = data["packages"]
+    if not isinstance(pkgs, list) or not pkgs or len(pkgs) > 100:
+        raise bad("sdist_build.packages must be a list of 1-100 packages")
+    pins = tuple(parse_pin(p, f"sdist_build.packages[{i}]", bad) for i, p in enumerate(pkgs))
+    if not all(p.sha256 and p.file and p.file.endswith(".whl") for p in pins):
+        raise bad("sdist_build.packages: every file the builder stage installs is a wheel "
+                  "pinned by its sha256")
+    if len({canonical_name(p.name) for p in pins}) != len(pins):
+        raise bad("sdist_build.packages names a package twice")
+    return pins
 
 
 def _kernel_build(data, names: set, bad) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
@@ -691,7 +711,7 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     inputs = project_inputs(stack, layer)
     key = key_of(inputs)
     cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
+    if cached.is_file() and not unpinned_backends(_stored(cached), stack):
         return _stored(cached), f"cached closure {cached}"
     if not resolve:
         raise InputError(f"the project's requirements over {stack.stack} are not resolved "
@@ -737,10 +757,11 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
                                  f"command again asks the index again")
     kernels, build = _kernels(stack, layer, hashed, index)
     pure = _pure_sdists(hashed, layer, index, set(kernels))
+    sdist_build = _sdist_build_pins(stack, layer, hashed, index, set(kernels))
     c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
                 resolver=f"{uv_version}, uv pip compile",
                 created=closure_for(stack)[0].created, stack=stack.stack,
-                kernels=kernels, build_pins=build, pure_sdists=pure)
+                kernels=kernels, build_pins=build, pure_sdists=pure, sdist_build=sdist_build)
     write_json(cached, c.to_json())
     return c, f"resolved now with {c.resolver}, cached as {cached}"
 
@@ -763,6 +784,50 @@ def _pure_sdists(pins, layer, index: str, kernels: set) -> tuple[str, ...]:
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=8) as pool:
         return tuple(n for n in pool.map(pure, sdists) if n)
+
+
+def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set) -> tuple[Pin, ...]:
+    """What the builder stage installs to build the closure's sdists (kernel ones aside,
+    which build over torch with tools of their own): each sdist's [build-system] requires,
+    read from the held archive or the index's file, resolved together by uv for the stack's
+    Python and platform, each a wheel pinned by its sha256. One that cannot be read or
+    pinned stops the resolution with its reason; nothing is cached."""
+    from .held import held_files
+    from .sdists import build_requires
+    sdists = project_sdists(pins, stack, kernels)
+    if not sdists:
+        return ()
+    held = held_files(layer)
+
+    def wanted(p) -> tuple[str, ...] | str:
+        path = held.get(canonical_name(p.name)) or index_file(
+            index, p.name, lambda f: f["filename"] == p.file
+            and f["hashes"]["sha256"] == p.sha256)
+        if path is None:
+            return f"the sdist {p.file} could not be fetched from {index}"
+        return build_requires(path)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = list(pool.map(wanted, sdists))
+    why = next((w for w in found if isinstance(w, str)), None)
+    if why is not None:
+        raise EnvironmentMissing(f"the build requirements of the project's sdists: {why}")
+    extra = tuple(layer.indexes)
+    resolved, _uv = compile_pins({
+        "requirements": sorted({r for w in found for r in w}), "constraints": [],
+        "python": stack.python, "platform": stack.base.platform,
+        "index_url": stack.index_url, "extra_index_urls": list(extra)})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        build = tuple(pool.map(lambda kv: hash_pin(kv[0], kv[1], stack.python,
+                                                   stack.base.platform, index, extra=extra),
+                               sorted(resolved.items())))
+    bad = next((p for p in build if not p.sha256 or not (p.file or "").endswith(".whl")), None)
+    if bad is not None:
+        raise EnvironmentMissing(
+            f"the build tool {bad.name} {bad.version} the project's sdists need "
+            f"{'has no wheel pinned by its sha256' if not bad.note else bad.note}; the "
+            f"builder stage installs its tools as wheels checked by hash")
+    return build
 
 
 def _kernels(stack: Stack, layer, pins, index: str) -> tuple[tuple[str, ...], tuple[Pin, ...]]:
@@ -795,6 +860,22 @@ def _kernels(stack: Stack, layer, pins, index: str) -> tuple[tuple[str, ...], tu
     return tuple(names), build
 
 
+def project_sdists(pins, stack: Stack, kernels) -> list[Pin]:
+    """The closure's sdists the project-build stage builds: not those that compile CUDA
+    kernels (the kernel-build stage) nor the stack's own source builds (built over torch in
+    the image, views.install_layers' 6-source layer)."""
+    other = {canonical_name(n) for n in (*kernels, *stack.from_source)}
+    return [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256
+            and canonical_name(p.name) not in other]
+
+
+def unpinned_backends(c: Closure, stack: Stack) -> bool:
+    """A closure cached before envgen pinned the build backends of a project's sdists: it
+    has sdists to build and no sdist_build. Resolved again when asked for, instead of
+    building them with backends from the index unpinned."""
+    return not c.sdist_build and bool(project_sdists(c.pins, stack, c.kernels))
+
+
 def store_project(applied: Stack, free: Closure) -> None:
     """Keep the team's closure under the key the project stack's own inputs give, so
     render, build and lock find it without a second resolution. A project that adds no
@@ -804,9 +885,10 @@ def store_project(applied: Stack, free: Closure) -> None:
     inputs = inputs_for(applied, resolve=False)
     key = key_of(inputs)
     path = cache_dir() / f"{key}.json"
-    if not path.is_file():
+    if not path.is_file() or unpinned_backends(_stored(path), applied):
         write_json(path, Closure(key=key, inputs=inputs, pins=free.pins,
                                  resolver=free.resolver, created=free.created,
                                  stack=applied.stack, kernels=free.kernels,
                                  build_pins=free.build_pins,
-                                 pure_sdists=free.pure_sdists).to_json())
+                                 pure_sdists=free.pure_sdists,
+                                 sdist_build=free.sdist_build).to_json())

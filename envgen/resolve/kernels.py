@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import io
 import re
-import tarfile
-import zipfile
 from pathlib import Path
 
 from ..core.errors import InputError
 from ..core.model import Stack, canonical_name
+from .sdists import members as _members
+from .sdists import top_level as _top
 
 # Distributions PyPI serves for Linux as an sdist alone whose build compiles CUDA kernels
 # against torch (their setup.py imports torch and runs nvcc).
@@ -47,32 +47,6 @@ NVCC_ON_PYPI = {
 SECONDS_PER_FILE_ARCH = 75
 # The parallel compiles the stage runs (MAX_JOBS): each nvcc of a kernel takes 1-4 GB
 MAX_JOBS = 2
-_MAX_MEMBER = 1 << 20
-
-
-def _members(path: Path, wanted) -> dict[str, bytes]:
-    """Files of an sdist (a .tar.gz or a .zip) whose path `wanted` accepts, read (each at
-    most 1 MiB); {} when the file cannot be read as an archive."""
-    out: dict[str, bytes] = {}
-    try:
-        if path.name.endswith(".zip"):
-            with zipfile.ZipFile(path) as z:
-                for i in z.infolist():
-                    if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
-                        out[i.filename] = z.read(i)
-        else:
-            with tarfile.open(path, "r:*") as t:
-                for m in t:
-                    if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
-                        f = t.extractfile(m)
-                        out[m.name] = f.read() if f else b""
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
-        return {}
-    return out
-
-
-def _top(name: str) -> bool:   # folder/setup.py, not folder/tests/x/setup.py
-    return name.count("/") <= 1
 
 
 TORCH_BUILD = re.compile(rb"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCUDA_HOME\b")

@@ -1,18 +1,113 @@
 """What a project's sdist needs to become a wheel: a C, C++, Cython, Fortran or Rust build
 needs Debian's compiler in the builder stage; a pure-Python one needs only pip and the
 backend pip fetches for it, so its stage skips the compiler (on this machine installing gcc,
-g++ and the Python headers took 17.7 s of a 59 s project build: docs/benchmarks.md)."""
+g++ and the Python headers took 17.7 s of a 59 s project build: docs/benchmarks.md). And
+what its build backend needs (its pyproject.toml's [build-system] requires), which the
+closure pins by hash for the builder stage instead of pip's isolated environment taking
+it from the index unpinned."""
 from __future__ import annotations
 
+import re
 import tarfile
 import zipfile
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 # sources a compiler builds, and the build files of native builds
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hpp", ".pyx", ".pxd",
                    ".f", ".f90", ".f95", ".cu", ".rs", ".go", ".m", ".mm", ".s", ".asm")
 NATIVE_FILES = frozenset({"Cargo.toml", "CMakeLists.txt", "meson.build", "configure",
                           "Makefile", "setup.cfg.in"})
+
+
+# PEP 518: an sdist with no [build-system] table builds with setuptools and wheel (pip's
+# fallback, the legacy setup.py path)
+DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0", "wheel")
+_MAX_MEMBER = 1 << 20
+_MAX_REQUIRES = 50
+
+
+def members(path: Path, wanted) -> dict[str, bytes]:
+    """Files of an sdist (a .tar.gz or a .zip) whose path `wanted` accepts, read (each at
+    most 1 MiB); {} when the file cannot be read as an archive."""
+    out: dict[str, bytes] = {}
+    try:
+        if path.name.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                for i in z.infolist():
+                    if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
+                        out[i.filename] = z.read(i)
+        else:
+            with tarfile.open(path, "r:*") as t:
+                for m in t:
+                    if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
+                        f = t.extractfile(m)
+                        out[m.name] = f.read() if f else b""
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
+        return {}
+    return out
+
+
+def top_level(name: str) -> bool:   # folder/setup.py, not folder/tests/x/setup.py
+    return name.count("/") <= 1
+
+
+def build_requires(path: Path) -> tuple[str, ...] | str:
+    """What the sdist's build backend needs installed: its top-level pyproject.toml's
+    [build-system] requires, or setuptools and wheel when it has no such table (PEP 518).
+    A backend that lists setuptools gets wheel beside it: setuptools before 70.1 asks for
+    wheel at build time, which a build without isolation does not install. A string (why)
+    when the archive or its requires cannot be read."""
+    if names(path) is None:
+        return f"{path.name} cannot be read as an archive"
+    files = members(path, lambda n: top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml")
+    found = sorted(files, key=lambda k: k.count("/"))
+    table = _build_system(files[found[0]].decode("utf-8", "replace")) if found else None
+    if isinstance(table, str):
+        return f"{path.name}: pyproject.toml {table}"
+    if table is None:
+        wanted = list(DEFAULT_BUILD_REQUIRES)
+    else:
+        wanted = table.get("requires")
+        if not isinstance(wanted, list) or not all(isinstance(r, str) for r in wanted) or \
+                len(wanted) > _MAX_REQUIRES:
+            return (f"{path.name}: pyproject.toml's [build-system] requires is not a list of "
+                    f"at most {_MAX_REQUIRES} requirement strings")
+    out = []
+    for r in wanted:
+        try:
+            req = Requirement(r)
+        except InvalidRequirement:
+            return f"{path.name}: pyproject.toml's build requirement {r[:80]!r} is not valid"
+        if req.url:
+            return (f"{path.name}: the build requirement {req.name} names a URL, which "
+                    f"envgen cannot pin by hash")
+        out.append(str(req))
+    if any(Requirement(r).name.lower() == "setuptools" for r in out) and \
+            not any(Requirement(r).name.lower() == "wheel" for r in out):
+        out.append("wheel")
+    return tuple(out)
+
+
+def _build_system(text: str) -> dict | None | str:
+    """The [build-system] table of a pyproject.toml (None when it has none), or why it cannot
+    be read. Python 3.10 has no tomllib: the table's requires list is read by pattern."""
+    try:
+        import tomllib
+    except ImportError:   # Python 3.10
+        m = re.search(r"^\[build-system\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+        if m is None:
+            return None
+        req = re.search(r"^requires\s*=\s*\[(.*?)\]", m.group(1), re.M | re.S)
+        return {"requires": re.findall(r"[\"']([^\"']*)[\"']", req.group(1))} if req else {}
+    try:
+        table = tomllib.loads(text).get("build-system")
+    except ValueError as e:   # TOMLDecodeError
+        return f"is not valid TOML ({e})"
+    if table is None:
+        return None
+    return table if isinstance(table, dict) else "has a [build-system] that is not a table"
 
 
 def names(path: Path) -> list[str] | None:
