@@ -241,3 +241,33 @@ def test_a_lock_carries_the_build_backends_to_a_rebuild():
     entry["closure"]["sdist_build"]["packages"][0]["hashes"] = []
     with pytest.raises(InputError):
         lock_closure(entry)
+
+
+def test_a_cached_closure_from_before_the_pins_is_resolved_again(monkeypatch, tmp_path):
+    """project_closure reads a cached closure back without uv, unless it has project sdists
+    and no sdist_build: then it resolves again and caches the pinned one."""
+    import envgen.resolve.closure as cl
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    st, _c = _project_over_cu121()
+    plain = st.plain()
+    inputs = {"requirements": ["x==1.0"], "constraints": [], "python": st.python,
+              "platform": st.base.platform, "index_url": None}
+    monkeypatch.setattr(cl, "project_inputs", lambda stack, layer: inputs)
+    x = Pin("x", "1.0", file="x-1.0.tar.gz", sha256="a" * 64)
+    old = Closure(key=cl.key_of(inputs), inputs=inputs, pins=(x,), stack=st.stack,
+                  created="2026-12-01T00:00:00Z")
+    cl.write_json(cl.cache_dir() / f"{old.key}.json", old.to_json())
+    resolved = []
+    monkeypatch.setattr(cl, "probe_index", lambda index: None)
+    monkeypatch.setattr(cl, "compile_pins",
+                        lambda i: (resolved.append(1) or {"x": "1.0"}, "uv 0.13.9"))
+    monkeypatch.setattr(cl, "hash_pin", lambda *a, **k: x)
+    monkeypatch.setattr(cl, "_kernels", lambda *a: ((), ()))
+    monkeypatch.setattr(cl, "_pure_sdists", lambda *a: ("x",))
+    monkeypatch.setattr(cl, "_sdist_build_pins", lambda *a: (SETUPTOOLS, WHEEL))
+    c, where = cl.project_closure(plain, st.project)
+    assert resolved == [1] and "resolved now" in where
+    assert c.sdist_build == (SETUPTOOLS, WHEEL)
+    again, where = cl.project_closure(plain, st.project)
+    assert resolved == [1] and where.startswith("cached closure")
+    assert again.sdist_build == (SETUPTOOLS, WHEEL)
