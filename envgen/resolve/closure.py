@@ -711,8 +711,9 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     inputs = project_inputs(stack, layer)
     key = key_of(inputs)
     cached = cache_dir() / f"{key}.json"
-    if cached.is_file() and not unpinned_backends(_stored(cached), stack):
-        return _stored(cached), f"cached closure {cached}"
+    stored = _stored(cached) if cached.is_file() else None
+    if stored is not None and not unpinned_backends(stored, stack):
+        return stored, f"cached closure {cached}"
     if not resolve:
         raise InputError(f"the project's requirements over {stack.stack} are not resolved "
                          f"yet; run `envgen resolve`")
