@@ -162,3 +162,17 @@ def test_the_steps_that_install_built_wheels_are_not_the_payload():
                          f"target=/opt/envgen/src set -eu && marker=$(mktemp)") == name
     assert step_name("RUN --mount=type=bind,target=/opt/envgen/src set -eu && pip check"
                      ) == "payload, stack and closure"
+
+
+def test_the_builder_step_is_named_with_or_without_its_pinned_backends():
+    """The project-build stage's one RUN mounts its backends' folder first when the closure
+    pins them, the sdists' folder alone when it does not: the same step, the same name."""
+    from test_sdist_build import _project_over_cu121
+
+    from envgen.render.views import render_texts
+    for tools in ((), None):
+        st, c = _project_over_cu121() if tools is None else _project_over_cu121(tools=tools)
+        text = render_texts(st, c)["Dockerfile"].replace("\\\n", " ")
+        stage = text[text.index("AS project-build"):]
+        run = next(" ".join(x.split()) for x in stage.splitlines() if x.startswith("RUN "))
+        assert step_name(run) == "sdists built into wheels", run[:200]

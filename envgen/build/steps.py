@@ -23,6 +23,8 @@ _LAYER = re.compile(r"source=install/\d+-([a-z-]+)")
 # the rendered layers' own titles, by the name in their folder (install/2-cuda -> cuda)
 LAYER_NAMES = {d.split("-", 1)[1]: title for d, title in zip(LAYER_DIRS, LAYER_TITLES, strict=True)}
 LAYER_NAMES.update({"project-build": "sdists built into wheels",
+                    # the same step, its backends pinned (it mounts their folder first)
+                    "project-build-tools": "sdists built into wheels",
                     "kernel-tools": "nvcc and build tools from NVIDIA's wheels",
                     "project-kernels": "CUDA kernels compiled"})
 
