@@ -62,6 +62,12 @@ def test_a_build_requirement_envgen_cannot_pin_is_a_reason(tmp_path, text, why):
     assert isinstance(got, str) and why in got and "x-1.0.tar.gz" in got
 
 
+def test_an_oversized_pyproject_is_a_reason_not_the_default(tmp_path):
+    big = '[build-system]\nrequires = ["hatchling"]\n' + "#" * (1 << 20) + "\n"
+    got = build_requires(sdist(tmp_path / "x-1.0.tar.gz", {"pyproject.toml": big}))
+    assert isinstance(got, str) and "larger than 1 MiB" in got
+
+
 def test_a_zip_sdist_is_read_and_an_unreadable_one_is_a_reason(tmp_path):
     z = tmp_path / "x-1.0.zip"
     with zipfile.ZipFile(z, "w") as f:

@@ -59,9 +59,13 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
     A backend that lists setuptools gets wheel beside it: setuptools before 70.1 asks for
     wheel at build time, which a build without isolation does not install. A string (why)
     when the archive or its requires cannot be read."""
-    if names(path) is None:
+    listed = names(path)
+    if listed is None:
         return f"{path.name} cannot be read as an archive"
-    files = members(path, lambda n: top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml")
+    own = [n for n in listed if top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml"]
+    files = members(path, lambda n: n in own)
+    if len(files) < len(own):
+        return f"{path.name}: its pyproject.toml is larger than {_MAX_MEMBER >> 20} MiB"
     found = sorted(files, key=lambda k: k.count("/"))
     table = _build_system(files[found[0]].decode("utf-8", "replace")) if found else None
     if isinstance(table, str):
