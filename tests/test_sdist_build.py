@@ -189,11 +189,17 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
     with pytest.raises(EnvironmentMissing) as e:
         cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
     assert "the build tool hatchling 1.27.0" in e.value.message
-    # an sdist the index does not serve: the reason, nothing resolved
+    # an sdist whose own file names what envgen cannot pin: bad input (exit 2)
+    files["b"] = sdist(tmp_path / "b2-1.0.tar.gz", {"pyproject.toml": '[build-system]\n'
+                                                     'requires = ["h @ https://x.invalid/h"]\n'})
+    with pytest.raises(InputError) as e:
+        cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
+    assert "names a URL" in e.value.message and e.value.exit_code == 2
+    # an sdist the index does not serve: the reason, nothing resolved (exit 3)
     files.pop("b")
     with pytest.raises(EnvironmentMissing) as e:
         cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
-    assert "b-1.0.tar.gz could not be fetched" in e.value.message
+    assert "b-1.0.tar.gz could not be fetched" in e.value.message and e.value.exit_code == 3
     # no sdist, nothing to pin, no question asked
     asked.clear()
     assert cl._sdist_build_pins(st, layer, pins[3:], "https://pypi.invalid/simple", set()) == ()

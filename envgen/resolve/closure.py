@@ -800,19 +800,23 @@ def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set) -> tu
         return ()
     held = held_files(layer)
 
-    def wanted(p) -> tuple[str, ...] | str:
+    def wanted(p) -> tuple[str, ...] | str | None:
         path = held.get(canonical_name(p.name)) or index_file(
             index, p.name, lambda f: f["filename"] == p.file
             and f["hashes"]["sha256"] == p.sha256)
         if path is None:
-            return f"the sdist {p.file} could not be fetched from {index}"
+            return None
         return build_requires(path)
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = list(pool.map(wanted, sdists))
+    missing = next((p for p, w in zip(sdists, found, strict=True) if w is None), None)
+    if missing is not None:   # a passing fault: asked again next time
+        raise EnvironmentMissing(f"the build requirements of the project's sdists: the sdist "
+                                 f"{missing.file} could not be fetched from {index}")
     why = next((w for w in found if isinstance(w, str)), None)
-    if why is not None:
-        raise EnvironmentMissing(f"the build requirements of the project's sdists: {why}")
+    if why is not None:   # the sdist's own file says something envgen cannot pin
+        raise InputError(f"the build requirements of the project's sdists: {why}")
     extra = tuple(layer.indexes)
     resolved, _uv = compile_pins({
         "requirements": sorted({r for w in found for r in w}), "constraints": [],
