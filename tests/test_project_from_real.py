@@ -68,6 +68,9 @@ def test_a_team_file_becomes_a_certified_image(tmp_path, built, home, images_bef
     assert imports <= set(out["smoke"][2].removeprefix("import ").split(", "))
     # every import is read from a file (the index's, the git archive, the local wheel)
     assert not [n for n in out["notes"] if "guessed" in n], out["notes"]
+    if project in ("git-dep", "torch-crc-pyproject"):   # the sdists and their backends named
+        said = [n for n in out["notes"] if "project-build stage" in n]
+        assert said and "setuptools " in said[0] and "checked by its sha256" in said[0], said
     got = build_certified(folder, home)
     try:
         if project in ("git-dep", "torch-crc-pyproject"):

@@ -283,3 +283,17 @@ def test_a_cached_closure_from_before_the_pins_is_resolved_again(monkeypatch, tm
     again, where = cl.project_closure(plain, st.project)
     assert resolved == [1] and where.startswith("cached closure")
     assert again.sdist_build == (SETUPTOOLS, WHEEL)
+
+
+def test_init_names_the_sdists_it_builds_and_their_backends():
+    from envgen.commands.init import _sdist_notes
+    st, c = _project_over_cu121()
+    (note,) = _sdist_notes(c, st)
+    assert "antlr4-python3-runtime 4.9.3" in note
+    assert "with setuptools 80.9.0, wheel 0.45.1, each a wheel checked by its sha256" in note
+    st, old = _project_over_cu121(tools=())
+    (note,) = _sdist_notes(old, st)
+    assert "from the index, unpinned" in note
+    plain = old.__class__(key=old.key, inputs=old.inputs, pins=old.pins[:-1],
+                          created=old.created)
+    assert _sdist_notes(plain, st) == []

@@ -116,7 +116,7 @@ def from_file(args, m, path: Path) -> int:
         mods = sorted(mods, key=lambda m: m != first)
         smoke = ["python", "-c", "import " + ", ".join(mods)] if mods else []
         archs, built = _kernels(closure_for(applied)[0], applied, hosts)
-        notes += built
+        notes += built + _sdist_notes(closure_for(applied)[0], applied)
         text = choose.text(intake, stack, spec, name, why + notes, target, smoke, archs)
         write_atomic(path, text)
     finally:
@@ -168,6 +168,23 @@ def _kernels(closure, applied, hosts) -> tuple[list[str], list[str]]:
                      f"with NVIDIA's nvcc wheels for compute capabilities {listed}; "
                      f"{estimate(files, listed)}")
     return archs, notes
+
+
+def _sdist_notes(closure, applied) -> list[str]:
+    """One note for the sdists the project-build stage builds, naming the build backends
+    the closure pins for them."""
+    from ..resolve.closure import project_sdists
+    sdists = project_sdists(closure.pins, applied, closure.kernels)
+    if not sdists:
+        return []
+    names = ", ".join(f"{p.name} {p.version}" for p in sdists)
+    if closure.sdist_build:
+        how = "with " + ", ".join(f"{p.name} {p.version}" for p in closure.sdist_build) + \
+            ", each a wheel checked by its sha256"
+    else:
+        how = "with backends from the index, unpinned (a closure from before envgen pinned them)"
+    return [f"built from sdists in the image's project-build stage (no wheel for this "
+            f"image): {names}; {how}"]
 
 
 def _sentence(e, intake, stack, verbose: bool):
