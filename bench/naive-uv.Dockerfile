@@ -5,7 +5,9 @@
 ARG BASE
 FROM ${BASE}
 ARG PINS
+# --compile-bytecode, for the comparison with the same bytecode guarantee as envgen's
+ARG UV_FLAGS=""
 COPY ca.crt /ca.crt
 ENV PIP_CERT=/ca.crt SSL_CERT_FILE=/ca.crt
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir --progress-bar off uv==0.13.9 \
- && /opt/venv/bin/uv pip install --no-cache --python /opt/venv/bin/python ${PINS}
+ && /opt/venv/bin/uv pip install --no-cache --python /opt/venv/bin/python ${UV_FLAGS} ${PINS}
