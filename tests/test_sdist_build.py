@@ -56,6 +56,9 @@ def test_an_sdists_build_requirements_are_read_from_its_own_pyproject(tmp_path, 
     ('[build-system]\nrequires = "setuptools"\n', "is not a list of"),
     ('[build-system]\nrequires = ["set tools!!"]\n', "is not valid"),
     ('[build-system]\nrequires = ["b @ https://example.invalid/b.whl"]\n', "names a URL"),
+    # an option or a second line would reach uv's requirements file
+    ('[build-system]\nrequires = ["--index-url=https://evil.invalid/simple"]\n', "not valid"),
+    ('[build-system]\nrequires = ["setuptools\\n--extra-index-url x"]\n', "not valid"),
 ])
 def test_a_build_requirement_envgen_cannot_pin_is_a_reason(tmp_path, text, why):
     got = build_requires(sdist(tmp_path / "x-1.0.tar.gz", {"pyproject.toml": text}))
