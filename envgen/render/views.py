@@ -163,8 +163,8 @@ PROJECT_BUILD_TOOLS_DIR = "7-project-build-tools"
 PROJECT_BUILD_TOOLS = "/opt/build-tools"
 # A local Debian base has python3-venv (LOCAL_BASE_PACKAGES), and with it Debian's pip wheel:
 # pip run from that wheel builds pure-Python sdists (PEP 517, over the pinned backends in
-# PROJECT_BUILD_TOOLS) with no apt step and no venv, 5 s less of a branch that shares the cores with the CUDA and
-# framework steps (docs/benchmarks.md).
+# PROJECT_BUILD_TOOLS) with no apt step and no venv, 5 s less of a branch that shares the
+# cores with the CUDA and framework steps (docs/benchmarks.md).
 BASE_PIP = f"python3 {DEBIAN_PIP_WHEEL}"   # the bare base has no `python`, only python3
 ARCHIVE_MOUNT = "/opt/envgen/archives"
 # a project's sdists that compile CUDA kernels against torch, built in the stage
