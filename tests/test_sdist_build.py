@@ -181,7 +181,12 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
                                sha256="d" * 64)}
     monkeypatch.setattr(cl, "hash_pin", lambda n, v, *a, **k: hashed[n])
     layer = ProjectLayer(name="p")
-    got = cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
+    index = "https://pypi.invalid/simple"
+
+    def build_pins(pins, kernels=("k",)):   # as project_closure calls it: the files read once
+        paths = cl._sdist_paths([p for p in pins if p.name not in kernels], layer, index)
+        return cl._sdist_build_pins(st, layer, pins, index, set(kernels), paths)
+    got = build_pins(pins)
     assert [p.name for p in got] == ["hatchling", "setuptools", "wheel"]
     assert asked["requirements"] == ["hatchling", "setuptools>=40.8.0", "wheel"]
     assert asked["python"] == st.python and asked["platform"] == st.base.platform
@@ -190,22 +195,22 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
     hashed["hatchling"] = Pin("hatchling", "1.27.0", file="hatchling-1.27.0.tar.gz",
                               sha256="d" * 64, note="no wheel for this platform")
     with pytest.raises(EnvironmentMissing) as e:
-        cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
+        build_pins(pins)
     assert "the build tool hatchling 1.27.0" in e.value.message
     # an sdist whose own file names what envgen cannot pin: bad input (exit 2)
     files["b"] = sdist(tmp_path / "b2-1.0.tar.gz", {"pyproject.toml": '[build-system]\n'
                                                      'requires = ["h @ https://x.invalid/h"]\n'})
     with pytest.raises(InputError) as e:
-        cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
+        build_pins(pins)
     assert "names a URL" in e.value.message and e.value.exit_code == 2
     # an sdist the index does not serve: the reason, nothing resolved (exit 3)
     files.pop("b")
     with pytest.raises(EnvironmentMissing) as e:
-        cl._sdist_build_pins(st, layer, pins, "https://pypi.invalid/simple", {"k"})
+        build_pins(pins)
     assert "b-1.0.tar.gz could not be fetched" in e.value.message and e.value.exit_code == 3
     # no sdist, nothing to pin, no question asked
     asked.clear()
-    assert cl._sdist_build_pins(st, layer, pins[3:], "https://pypi.invalid/simple", set()) == ()
+    assert build_pins(pins[3:], ()) == ()
     assert asked == {}
 
 
@@ -278,6 +283,7 @@ def test_a_cached_closure_from_before_the_pins_is_resolved_again(monkeypatch, tm
                         lambda i: (resolved.append(1) or {"x": "1.0"}, "uv 0.13.9"))
     monkeypatch.setattr(cl, "hash_pin", lambda *a, **k: x)
     monkeypatch.setattr(cl, "_kernels", lambda *a: ((), ()))
+    monkeypatch.setattr(cl, "_sdist_paths", lambda *a: {})
     monkeypatch.setattr(cl, "_pure_sdists", lambda *a: ("x",))
     monkeypatch.setattr(cl, "_sdist_build_pins", lambda *a: (SETUPTOOLS, WHEEL))
     c, where = cl.project_closure(plain, st.project)

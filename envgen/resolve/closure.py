@@ -757,8 +757,9 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
         raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
                                  f"command again asks the index again")
     kernels, build = _kernels(stack, layer, hashed, index)
-    pure = _pure_sdists(hashed, layer, index, set(kernels))
-    sdist_build = _sdist_build_pins(stack, layer, hashed, index, set(kernels))
+    paths = _sdist_paths([p for p in hashed if p.name not in kernels], layer, index)
+    pure = _pure_sdists(hashed, paths)
+    sdist_build = _sdist_build_pins(stack, layer, hashed, index, set(kernels), paths)
     c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
                 resolver=f"{uv_version}, uv pip compile",
                 created=closure_for(stack)[0].created, stack=stack.stack,
@@ -767,53 +768,48 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     return c, f"resolved now with {c.resolver}, cached as {cached}"
 
 
-def _pure_sdists(pins, layer, index: str, kernels: set) -> tuple[str, ...]:
-    """The closure's sdists (kernel ones aside) that hold no native source, read from the
-    held archive or from the index's file (kept under ENVGEN_HOME, checked by its sha256);
-    one that cannot be read counts as native."""
+def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
+    """canonical name → the file of each hash-pinned sdist among `pins`: the held archive,
+    or the index's file (kept under ENVGEN_HOME, checked by its sha256); None when neither.
+    Read once for what the closure records of them (pure_sdists, sdist_build)."""
     from .held import held_files
-    from .sdists import needs_compiler
     held = held_files(layer)
+    sdists = [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256]
 
-    def pure(p) -> str | None:
-        path = held.get(canonical_name(p.name)) or index_file(
+    def path(p) -> Path | None:
+        return held.get(canonical_name(p.name)) or index_file(
             index, p.name, lambda f: f["filename"] == p.file
             and f["hashes"]["sha256"] == p.sha256)
-        return None if path is None or needs_compiler(path) else p.name
-    sdists = [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256
-              and p.name not in kernels]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return tuple(n for n in pool.map(pure, sdists) if n)
+        return dict(zip((canonical_name(p.name) for p in sdists), pool.map(path, sdists),
+                        strict=True))
 
 
-def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set) -> tuple[Pin, ...]:
+def _pure_sdists(pins, paths: dict[str, Path | None]) -> tuple[str, ...]:
+    """The sdists of `paths` that hold no native source; one that cannot be read counts as
+    native."""
+    from .sdists import needs_compiler
+    return tuple(p.name for p in pins if paths.get(canonical_name(p.name)) is not None
+                 and not needs_compiler(paths[canonical_name(p.name)]))
+
+
+def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set,
+                      paths: dict[str, Path | None]) -> tuple[Pin, ...]:
     """What the builder stage installs to build the closure's sdists (kernel ones aside,
     which build over torch with tools of their own): each sdist's [build-system] requires,
-    read from the held archive or the index's file, resolved together by uv for the stack's
-    Python and platform, each a wheel pinned by its sha256. One that cannot be read or
-    pinned stops the resolution with its reason; nothing is cached."""
-    from .held import held_files
+    read from its file in `paths`, resolved together by uv for the stack's Python and
+    platform, each a wheel pinned by its sha256. One that cannot be read or pinned stops the
+    resolution with its reason; nothing is cached."""
     from .sdists import build_requires
     sdists = project_sdists(pins, stack, kernels)
     if not sdists:
         return ()
-    held = held_files(layer)
-
-    def wanted(p) -> tuple[str, ...] | str | None:
-        path = held.get(canonical_name(p.name)) or index_file(
-            index, p.name, lambda f: f["filename"] == p.file
-            and f["hashes"]["sha256"] == p.sha256)
-        if path is None:
-            return None
-        return build_requires(path)
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = list(pool.map(wanted, sdists))
-    missing = next((p for p, w in zip(sdists, found, strict=True) if w is None), None)
+    missing = next((p for p in sdists if paths.get(canonical_name(p.name)) is None), None)
     if missing is not None:   # a passing fault: asked again next time
         raise EnvironmentMissing(f"the build requirements of the project's sdists: the sdist "
                                  f"{missing.file} could not be fetched from {index}")
+    found = [build_requires(paths[canonical_name(p.name)]) for p in sdists]
     why = next((w for w in found if isinstance(w, str)), None)
     if why is not None:   # the sdist's own file says something envgen cannot pin
         raise InputError(f"the build requirements of the project's sdists: {why}")
@@ -822,6 +818,7 @@ def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set) -> tu
         "requirements": sorted({r for w in found for r in w}), "constraints": [],
         "python": stack.python, "platform": stack.base.platform,
         "index_url": stack.index_url, "extra_index_urls": list(extra)})
+    from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=8) as pool:
         build = tuple(pool.map(lambda kv: hash_pin(kv[0], kv[1], stack.python,
                                                    stack.base.platform, index, extra=extra),
