@@ -78,7 +78,7 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
                 len(wanted) > _MAX_REQUIRES:
             return (f"{path.name}: pyproject.toml's [build-system] requires is not a list of "
                     f"at most {_MAX_REQUIRES} requirement strings")
-    out = []
+    out, named = [], set()
     for r in wanted:
         try:
             req = Requirement(r)
@@ -88,8 +88,8 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
             return (f"{path.name}: the build requirement {req.name} names a URL, which "
                     f"envgen cannot pin by hash")
         out.append(str(req))
-    if any(Requirement(r).name.lower() == "setuptools" for r in out) and \
-            not any(Requirement(r).name.lower() == "wheel" for r in out):
+        named.add(req.name.lower())
+    if "setuptools" in named and "wheel" not in named:
         out.append("wheel")
     return tuple(out)
 
