@@ -264,33 +264,29 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                        "wheels_beside": LAYER_DIRS[i] == PROJECT_DIR and any(
                            canonical_name(p.name) in own_files for p in pins)})
     if sdists:
-        layers.append({"title": "project packages built from their sdists",
-                       "dir": PROJECT_BUILD_DIR, "pins": sdists, "pip": PIP, "build_env": [],
-                       "binary": [], "count": len(sdists), "hashed": all(p.sha256 for p in sdists),
-                       "unhashed": [(p.requirement, p.note) for p in sdists if not p.sha256],
-                       "built": True,
-                       # no native source in any of them: the stage needs no compiler
-                       "pure": {canonical_name(p.name) for p in sdists} <= {
-                           canonical_name(n) for n in full.pure_sdists}})
+        layers.append(_stage_layer(
+            "project packages built from their sdists", PROJECT_BUILD_DIR, sdists, built=True,
+            # no native source in any of them: the stage needs no compiler
+            pure={canonical_name(p.name) for p in sdists} <= {
+                canonical_name(n) for n in full.pure_sdists}))
     if sdists and full.sdist_build:
-        tools = list(full.sdist_build)
-        layers.append({"title": "the project-build stage's build backends",
-                       "dir": PROJECT_BUILD_TOOLS_DIR, "pins": tools, "pip": PIP,
-                       "build_env": [], "binary": [], "count": len(tools), "hashed": True,
-                       "unhashed": [], "uv": False})
+        layers.append(_stage_layer("the project-build stage's build backends",
+                                   PROJECT_BUILD_TOOLS_DIR, list(full.sdist_build)))
     if kernels:
-        layers.append({"title": "project packages that compile CUDA kernels",
-                       "dir": KERNEL_DIR, "pins": kernels, "pip": PIP, "build_env": [],
-                       "binary": [], "count": len(kernels),
-                       "hashed": all(p.sha256 for p in kernels),
-                       "unhashed": [(p.requirement, p.note) for p in kernels if not p.sha256],
-                       "built": True})
-        tools = list(full.build_pins)
-        layers.append({"title": "the kernel-build stage's compiler and tools",
-                       "dir": KERNEL_TOOLS_DIR, "pins": tools, "pip": PIP, "build_env": [],
-                       "binary": [], "count": len(tools), "hashed": True, "unhashed": [],
-                       "uv": False})
+        layers.append(_stage_layer("project packages that compile CUDA kernels", KERNEL_DIR,
+                                   kernels, built=True))
+        layers.append(_stage_layer("the kernel-build stage's compiler and tools",
+                                   KERNEL_TOOLS_DIR, list(full.build_pins)))
     return layers
+
+
+def _stage_layer(title: str, folder: str, pins: list[Pin], **extra) -> dict:
+    """The requirements of a builder stage (sdists it builds, or the tools it builds them
+    with): installed by pip in that stage, in no step of the image's own."""
+    return {"title": title, "dir": folder, "pins": pins, "pip": PIP, "build_env": [],
+            "binary": [], "count": len(pins), "hashed": all(p.sha256 for p in pins),
+            "unhashed": [(p.requirement, p.note) for p in pins if not p.sha256],
+            "uv": False, **extra}
 
 
 def _file_names(stack: Stack) -> set[str]:
