@@ -103,20 +103,21 @@ def from_file(args, m, path: Path) -> int:
             if w is None:
                 raise
             raise InputError(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
-        _check_hashes(intake, closure_for(applied)[0])
-        _check_builds(intake, closure_for(applied)[0], applied,
+        closure = closure_for(applied)[0]   # stored by project.apply: read it once
+        _check_hashes(intake, closure)
+        _check_builds(intake, closure, applied,
                       not getattr(args, "no_source_builds", False))
         direct = {w.name for w in intake.requirements if not w.constraint}
         index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
-        mods, notes = modules(closure_for(applied)[0].pins, direct, index,
+        mods, notes = modules(closure.pins, direct, index,
                               local=project.held_files(applied.project))
         # the framework first: an extension built against torch loads torch's libraries
         # (libc10.so) only once torch is imported
         first = applied.framework_package.replace("-", "_")
         mods = sorted(mods, key=lambda m: m != first)
         smoke = ["python", "-c", "import " + ", ".join(mods)] if mods else []
-        archs, built = _kernels(closure_for(applied)[0], applied, hosts)
-        notes += built + _sdist_notes(closure_for(applied)[0], applied)
+        archs, built = _kernels(closure, applied, hosts)
+        notes += built + _sdist_notes(closure, applied)
         text = choose.text(intake, stack, spec, name, why + notes, target, smoke, archs)
         write_atomic(path, text)
     finally:
