@@ -652,6 +652,12 @@ class Pin:
         return out
 
 
+# What a closure records of a project's builder stages beside its pins (Closure.to_json
+# writes each only when present): a lock keeps them beside the closure's key, and a rebuild
+# from the lock hands them back to parse_closure.
+CLOSURE_PROJECT_KEYS = ("kernel_build", "pure_sdists", "sdist_build")
+
+
 @dataclass(frozen=True)
 class Closure:
     """Every distribution an image's environment holds, resolved once for one set of inputs

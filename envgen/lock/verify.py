@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from ..certs import store as certs
 from ..certs.store import same_bits
 from ..core.errors import EnvgenError, EnvironmentMissing
-from ..core.model import Stack
+from ..core.model import CLOSURE_PROJECT_KEYS, Stack
 from ..resolve.closure import parse_closure
 from .write import CLOSURE_IN_IMAGE, installed_packages
 
@@ -194,8 +194,8 @@ def lock_closure(entry: dict):
                              "resolver": info.get("resolver", ""),
                              "created": info.get("created"),
                              "packages": entry["requirements"],
-                             **{k: info[k] for k in ("kernel_build", "pure_sdists", "sdist_build")
-                                if k in info}}, "the lock")
+                             **{k: info[k] for k in CLOSURE_PROJECT_KEYS if k in info}},
+                            "the lock")
 
 
 def verify(c, lock: dict, **kw) -> dict:

@@ -15,7 +15,7 @@ from ..certs import store as certs
 from ..core.errors import CheckFailed, InputError
 from ..core.files import locked, write_atomic
 from ..core.image import PAYLOAD_DIR
-from ..core.model import Stack, stack_key
+from ..core.model import CLOSURE_PROJECT_KEYS, Stack, stack_key
 from ..resolve.closure import SIMPLE_URL, fetch_json, parse_closure, platform_tags
 from ..resolve.closure import pick_file as _pick
 from ..runtime.docker import image_or_none, run_to_end
@@ -190,8 +190,7 @@ def lock_entry(c, ref: str, probe=installed_packages, fetch=fetch_json,
         reqs = [pin.to_json() for pin in cl.pins]
         closure_info = {"key": cl.key, "resolver": cl.resolver, "created": cl.created}
         extra = cl.to_json()   # a project's kernel stage, pure sdists and sdists' build tools
-        closure_info.update((k, extra[k]) for k in ("kernel_build", "pure_sdists", "sdist_build")
-                            if k in extra)
+        closure_info.update((k, extra[k]) for k in CLOSURE_PROJECT_KEYS if k in extra)
         have = {canonicalize_name(x.name) for x in cl.pins}
         unlocked = sorted(n for n in p.packages if canonicalize_name(n) not in have)
     else:
