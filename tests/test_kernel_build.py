@@ -326,7 +326,7 @@ def test_a_held_sdist_is_found_by_its_pin_alone_or_the_rebuild_says_what_to_do(
 
     from envgen.build.context import _copy_archives
     from envgen.core.model import ProjectLayer
-    from envgen.resolve.held import held_sdist, kept_file
+    from envgen.resolve.held import held_sdist, kept_bytes
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     data = b"an sdist"
     sha = hashlib.sha256(data).hexdigest()
@@ -335,7 +335,7 @@ def test_a_held_sdist_is_found_by_its_pin_alone_or_the_rebuild_says_what_to_do(
               note="built from git https://h/r.git at " + "c" * 40)
     index = Pin("z", "1.0", file="z-1.0.tar.gz", sha256=sha)
     assert held_sdist(url) and held_sdist(git) and not held_sdist(index)
-    assert kept_file(url) is None
+    assert kept_bytes(url) is None
     stack = SimpleNamespace(project=ProjectLayer(name="p"))
     with pytest.raises(InputError) as e:
         _copy_archives(stack, Closure(key="k", inputs={}, pins=(url,)), tmp_path / "ctx")
@@ -348,5 +348,6 @@ def test_a_held_sdist_is_found_by_its_pin_alone_or_the_rebuild_says_what_to_do(
                           tmp_path / "ctx")
     assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == ["x-0.1.0.tar.gz",
                                                                     "y-1.0.tar.gz"]
+    assert all(f.read_bytes() == data for f in (tmp_path / "ctx").iterdir())
     (tmp_path / "home" / "files" / sha / url.file).write_bytes(b"changed")
-    assert kept_file(url) is None      # bytes that are not the pin's are not used
+    assert kept_bytes(url) is None      # bytes that are not the pin's are not used

@@ -21,19 +21,19 @@ def _copy_archives(stack: Stack, closure: Closure, into: Path) -> bool:
     requirement lines when the stack has them (envgen.yaml), else found by the closure's
     pins under ENVGEN_HOME (a stack read back from a lock); one this machine has not kept
     is refused, naming what to do."""
-    from ..resolve.held import held_sdist, kept_file
+    from ..resolve.held import held_sdist, kept_bytes
     if stack.project.requirements:
         from ..resolve.project import copy_archives
         return copy_archives(stack.project, into)
     wanted = [p for p in closure.pins if held_sdist(p)]
     for pin in wanted:
-        path = kept_file(pin)
-        if path is None:
+        data = kept_bytes(pin)
+        if data is None:
             raise InputError(f"{pin.name} {pin.version} is built from {pin.file} "
                              f"({pin.note}), which this machine does not hold: run `envgen "
                              f"init --from` or `envgen build` in the project's folder first")
         into.mkdir(parents=True, exist_ok=True)
-        (into / pin.file).write_bytes(path.read_bytes())
+        (into / pin.file).write_bytes(data)
     return bool(wanted)
 
 

@@ -267,7 +267,7 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     lines = {w.name: w for w in intake.requirements}
     for p in closure.pins:
         w = lines.get(canonicalize_name(p.name))
-        if w is None or not p.file or p.file.endswith(".whl"):
+        if w is None or not p.sdist:
             continue
         from ..core import home
         memo = home.home() / "cache" / "wheel-pythons" / f"{p.sha256 or 'x'}.json"
@@ -304,7 +304,7 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     # said after a Python mismatch, which no source build would mend
     if not source_builds:
         for p in closure.pins:
-            if p.file and not p.file.endswith(".whl"):
+            if p.sdist:
                 w = lines.get(canonicalize_name(p.name))
                 asked = w.text if w else f"{p.name} (a dependency of the requirements)"
                 raise InputError(f"{asked}: {p.name} {p.version} would be built from its "

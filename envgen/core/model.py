@@ -644,6 +644,11 @@ class Pin:
     def requirement(self) -> str:
         return f"{self.name}=={self.version}"
 
+    @property
+    def sdist(self) -> bool:
+        """pip builds this pin from its source archive: its file is not a wheel."""
+        return bool(self.file) and not self.file.endswith(".whl")
+
     def to_json(self) -> dict:
         out = {"name": self.name, "version": self.version, "file": self.file,
                "hashes": [f"sha256:{self.sha256}"] if self.sha256 else []}

@@ -234,11 +234,11 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                else len(LAYER_DIRS) - 1].append(pin)
     layers = []
     own_files = _file_names(full_stack)
-    sdists = [p for p in groups[-1] if p.file and not p.file.endswith(".whl")]
-    groups[-1] = [p for p in groups[-1] if p not in sdists]
+    from ..resolve.closure import project_sdists
+    sdists = project_sdists(groups[-1], full_stack, full.kernels)
     compiled = {canonical_name(n) for n in full.kernels}
-    kernels = [p for p in sdists if canonical_name(p.name) in compiled]
-    sdists = [p for p in sdists if p not in kernels]
+    kernels = [p for p in groups[-1] if p.sdist and canonical_name(p.name) in compiled]
+    groups[-1] = [p for p in groups[-1] if p not in sdists and p not in kernels]
     for i, pins in enumerate(groups):
         if not pins:
             continue
@@ -333,7 +333,8 @@ def image_labels(stack: Stack, base_ref: str, closure: Closure | None = None
 
 
 def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
-                    buildkit: bool = True) -> dict:
+                    buildkit: bool = True, layers: list[dict] | None = None) -> dict:
+    """The Dockerfile's values; `layers`: install_layers' answer, when the caller has it."""
     base = stack.base
     ref = base_ref or base.reference
     env = [("NVIDIA_VISIBLE_DEVICES", "all"),
@@ -348,7 +349,7 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
     payload = f"{stack.smoke}_smoke.py"
     payloads = list(payload_files(stack.smoke)) or [payload]
     apt_snapshot = (base.kind == "registry" and bool(base.snapshot) and bool(base.suite))
-    layers = install_layers(stack, closure)
+    layers = install_layers(stack, closure) if layers is None else layers
     return {
         "envgen_version": __version__,
         "stack": stack,
@@ -396,9 +397,11 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
     }
 
 
-def apptainer_view(stack: Stack, closure: Closure, base_ref: str | None = None) -> dict:
-    """The Apptainer definition: the Dockerfile's base, pip layers, payload and labels."""
-    d = dockerfile_view(stack, closure, base_ref)
+def apptainer_view(stack: Stack, closure: Closure, base_ref: str | None = None,
+                   docker: dict | None = None) -> dict:
+    """The Apptainer definition: the Dockerfile's base, pip layers, payload and labels
+    (from `docker`, the Dockerfile's view, when the caller has made it)."""
+    d = docker or dockerfile_view(stack, closure, base_ref)
     pip = [x for x in d["layers"] if x["pip_step"]]
     files = [*(f"install/{x['dir']}/requirements.txt" for x in pip), *d["copied"]]
     env = [("VIRTUAL_ENV", "/opt/venv"),
@@ -593,13 +596,15 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
                  buildkit: bool = True) -> dict[str, str]:
     """Every output file's text for a stack, by its path inside the build context."""
     req = "requirements.txt.j2"
+    layers = install_layers(stack, closure)   # once: the Dockerfile's steps and their files
+    docker = dockerfile_view(stack, closure, base_ref, buildkit, layers)
     jobs = {
-        "Dockerfile": ("Dockerfile.j2", dockerfile_view(stack, closure, base_ref, buildkit)),
+        "Dockerfile": ("Dockerfile.j2", docker),
         "requirements.txt": (req, requirements_view(stack, closure)),
         "environment.yml": ("environment.yml.j2", conda_view(stack)),
-        "apptainer.def": ("apptainer.def.j2", apptainer_view(stack, closure, base_ref)),
+        "apptainer.def": ("apptainer.def.j2", apptainer_view(stack, closure, base_ref, docker)),
     }
-    for layer in install_layers(stack, closure):
+    for layer in layers:
         jobs[f"install/{layer['dir']}/requirements.txt"] = (
             req, requirements_view(stack, closure, layer["pins"], layer["title"], layer))
     texts_extra = {}

@@ -774,7 +774,7 @@ def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
     Read once for what the closure records of them (pure_sdists, sdist_build)."""
     from .held import held_files
     held = held_files(layer)
-    sdists = [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256]
+    sdists = [p for p in pins if p.sdist and p.sha256]
 
     def path(p) -> Path | None:
         return held.get(canonical_name(p.name)) or index_file(
@@ -802,7 +802,8 @@ def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set,
     platform, each a wheel pinned by its sha256. One that cannot be read or pinned stops the
     resolution with its reason; nothing is cached."""
     from .sdists import build_requires
-    sdists = project_sdists(pins, stack, kernels)
+    # one the index gives no sha256 for is not read: the stage's --require-hashes refuses it
+    sdists = [p for p in project_sdists(pins, stack, kernels) if p.sha256]
     if not sdists:
         return ()
     missing = next((p for p in sdists if paths.get(canonical_name(p.name)) is None), None)
@@ -863,19 +864,20 @@ def _kernels(stack: Stack, layer, pins, index: str) -> tuple[tuple[str, ...], tu
 
 
 def project_sdists(pins, stack: Stack, kernels) -> list[Pin]:
-    """The closure's sdists the project-build stage builds: not those that compile CUDA
-    kernels (the kernel-build stage) nor the stack's own source builds (built over torch in
-    the image, views.install_layers' 6-source layer)."""
+    """The sdists among `pins` that the project-build stage builds, the one place that
+    decides it (views.install_layers lays the stage out from it, the closure pins their
+    backends): not those that compile CUDA kernels (the kernel-build stage) nor the stack's
+    own source builds (built over torch in the image, the 6-source layer)."""
     other = {canonical_name(n) for n in (*kernels, *stack.from_source)}
-    return [p for p in pins if p.file and not p.file.endswith(".whl") and p.sha256
-            and canonical_name(p.name) not in other]
+    return [p for p in pins if p.sdist and canonical_name(p.name) not in other]
 
 
 def unpinned_backends(c: Closure, stack: Stack) -> bool:
     """A closure cached before envgen pinned the build backends of a project's sdists: it
     has sdists to build and no sdist_build. Resolved again when asked for, instead of
     building them with backends from the index unpinned."""
-    return not c.sdist_build and bool(project_sdists(c.pins, stack, c.kernels))
+    return not c.sdist_build and any(p.sha256 for p in project_sdists(c.pins, stack,
+                                                                      c.kernels))
 
 
 def store_project(applied: Stack, free: Closure) -> None:

@@ -40,20 +40,23 @@ GIT_NOTE = re.compile(r"built from git \S+ at ([0-9a-f]{40})")
 def held_sdist(pin) -> bool:
     """A closure's pin whose sdist envgen holds (a git reference's archive, a file named by
     URL or path) rather than the index serving it: its note says which."""
-    return bool(pin.file and not pin.file.endswith(".whl") and pin.note and (
+    return bool(pin.sdist and pin.note and (
         pin.note.startswith("from ") or GIT_NOTE.fullmatch(pin.note)))
 
 
-def kept_file(pin) -> Path | None:
-    """Where ENVGEN_HOME keeps a held sdist, found from the closure alone (a stack read back
-    from a lock has no requirement lines): files/SHA256/FILE or archives/COMMIT/FILE, its
-    bytes checked against the pin's sha256; None when this machine has not kept it."""
+def kept_bytes(pin) -> bytes | None:
+    """The bytes of a held sdist ENVGEN_HOME keeps, found from the closure alone (a stack
+    read back from a lock has no requirement lines): files/SHA256/FILE or
+    archives/COMMIT/FILE, read once and checked against the pin's sha256; None when this
+    machine has not kept it (or keeps other bytes under its name)."""
     import hashlib
 
     from .gitref import archive_dir
     from .urlref import kept_path
     m = GIT_NOTE.fullmatch(pin.note or "")
     path = archive_dir(m.group(1)) / pin.file if m else kept_path(pin.sha256 or "-", pin.file)
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pin.sha256:
+    try:
+        data = path.read_bytes()
+    except OSError:
         return None
-    return path
+    return data if hashlib.sha256(data).hexdigest() == pin.sha256 else None

@@ -148,7 +148,7 @@ def kernel_sdists(pins, held: dict[str, Path]) -> list[str]:
     one (flash-attn...) or a held archive (git reference, URL, path) whose setup.py does."""
     out = []
     for p in pins:
-        if not p.file or p.file.endswith(".whl"):
+        if not p.sdist:
             continue
         path = held.get(canonical_name(p.name))
         if canonical_name(p.name) in KNOWN or (path is not None and
