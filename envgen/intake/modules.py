@@ -7,6 +7,8 @@ import io
 import re
 import zipfile
 
+from ..core.archives import ARCHIVE_ERRORS
+
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -131,8 +133,7 @@ def modules(pins, names: set[str], index: str, fetch=None, local=None
                 notes.append(f"{p.name}: its {p.file} names no top-level module; import "
                              f"{found[0]} is guessed from its name")
             _remember(p, found)
-        except (OSError, LookupError, StopIteration, KeyError, zipfile.BadZipFile,
-                ValueError) as e:
+        except (*ARCHIVE_ERRORS, LookupError, StopIteration) as e:
             guess = name.replace("-", "_")
             found = [guess]
             notes.append(f"{p.name}: its wheel's file list could not be read ({e}); "
@@ -221,8 +222,10 @@ def modules_of_archive(data: bytes, is_zip: bool, name: str | None = None) -> li
         tar = tarfile.open(fileobj=io.BytesIO(data))
         names = tar.getnames()
 
-        def read(n):
-            return tar.extractfile(n).read()
+        def read(n):   # a link or folder reads empty: its target is not followed
+            m = tar.getmember(n)
+            f = tar.extractfile(m) if m.isfile() else None
+            return f.read() if f else b""
     top = next((n for n in names if n.endswith(".egg-info/top_level.txt")), None)
     if top:
         found = read(top).decode("utf-8", "replace").split()

@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import __version__
 from ..core import home as state
+from ..core.archives import ARCHIVE_ERRORS, CONTENT_ERRORS
 from ..core.errors import CheckFailed, EnvironmentMissing, InputError
 
 PYPI = "https://pypi.org/simple"
@@ -204,7 +205,7 @@ class Index:
                 if z.getinfo(names[0]).file_size > MAX_METADATA:
                     raise Refused(f"{f['filename']}: its METADATA is over 4 MiB")
                 text = z.read(names[0]).decode("utf-8", "replace")
-        except zipfile.BadZipFile as e:
+        except CONTENT_ERRORS as e:   # the index not answering stays the fault it is
             raise Refused(f"{f['filename']}: not a readable wheel ({e})") from None
         self._store(path, text.encode("utf-8"))
         return text, "range"
@@ -248,7 +249,7 @@ def pkg_info(data: bytes, filename: str) -> str:
             if req is None:
                 return text
             lines = t.extractfile(req).read().decode("utf-8", "replace").splitlines()
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except ARCHIVE_ERRORS as e:
         raise Refused(f"{filename}: not a readable sdist ({e})") from None
     head, sep, body = text.partition("\n\n")
     added = []

@@ -55,7 +55,7 @@ TORCH_BUILD = re.compile(rb"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCUDA
 def builds_against_torch(path: Path) -> bool:
     """The archive's own setup.py (or pyproject.toml) builds a torch CUDA extension."""
     files = _members(path, lambda n: _top(n) and n.rsplit("/", 1)[-1] in (
-        "setup.py", "pyproject.toml"))
+        "setup.py", "pyproject.toml")) or {}
     return any(TORCH_BUILD.search(data) for data in files.values())
 
 
@@ -79,7 +79,7 @@ def requires_dist(path: Path) -> list[str] | None:
     a PKG-INFO (a git archive), its pyproject.toml's static [project] dependencies or its
     setup.py's literal install_requires, read, never run; None when none of them says."""
     files = _members(path, lambda n: _top(n) and n.rsplit("/", 1)[-1] in (
-        "PKG-INFO", "pyproject.toml", "setup.py"))
+        "PKG-INFO", "pyproject.toml", "setup.py")) or {}
 
     def top(name):   # the archive's own file of that name, not a subfolder's
         found = sorted((k for k in files if k.rsplit("/", 1)[-1] == name),

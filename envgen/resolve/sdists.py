@@ -14,6 +14,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..core.archives import ARCHIVE_ERRORS
+
 # sources a compiler builds, and the build files of native builds
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hpp", ".pyx", ".pxd",
                    ".f", ".f90", ".f95", ".cu", ".rs", ".go", ".m", ".mm", ".s", ".asm")
@@ -28,9 +30,10 @@ _MAX_MEMBER = 1 << 20
 _MAX_REQUIRES = 50
 
 
-def members(path: Path, wanted) -> dict[str, bytes]:
+def members(path: Path, wanted) -> dict[str, bytes] | None:
     """Files of an sdist (a .tar.gz or a .zip) whose path `wanted` accepts, read (each at
-    most 1 MiB); {} when the file cannot be read as an archive."""
+    most 1 MiB); None when the file cannot be read as an archive (a damaged member makes
+    the whole archive unreadable, not a member quietly missing)."""
     out: dict[str, bytes] = {}
     try:
         if path.name.endswith(".zip"):
@@ -44,8 +47,8 @@ def members(path: Path, wanted) -> dict[str, bytes]:
                     if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
                         f = t.extractfile(m)
                         out[m.name] = f.read() if f else b""
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
-        return {}
+    except ARCHIVE_ERRORS:
+        return None
     return out
 
 
@@ -64,6 +67,8 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
         return f"{path.name} cannot be read as an archive"
     own = [n for n in listed if top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml"]
     files = members(path, lambda n: n in own)
+    if files is None:
+        return f"{path.name} cannot be read as an archive"
     if len(files) < len(own):
         return f"{path.name}: its pyproject.toml is larger than {_MAX_MEMBER >> 20} MiB"
     found = sorted(files, key=lambda k: k.count("/"))
@@ -122,7 +127,7 @@ def names(path: Path) -> list[str] | None:
                 return z.namelist()
         with tarfile.open(path, "r:*") as t:
             return t.getnames()
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
+    except ARCHIVE_ERRORS:
         return None
 
 
