@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import envgen.resolve.closure as cl
+import envgen.resolve.project_closure as pc
 
 MAIN, TEAM, MORE = ("https://pypi.org/simple", "https://pkgs.example.com/simple",
                     "https://more.example.com/simple/")
@@ -71,7 +72,7 @@ def test_the_project_closure_caches_nothing_when_an_extra_index_did_not_answer(
     inputs = {"requirements": ["teamlib"], "constraints": [], "python": "3.11",
               "platform": "manylinux_2_36_x86_64", "index_url": MAIN,
               "extra_index_urls": [TEAM]}
-    monkeypatch.setattr(cl, "project_inputs", lambda stack, layer: inputs)
+    monkeypatch.setattr(pc, "project_inputs", lambda stack, layer: inputs)
     monkeypatch.setattr(cl, "cache_dir", lambda: tmp_path)
     monkeypatch.setattr(cl, "probe_index", lambda index: None)
     monkeypatch.setattr(cl, "compile_pins", lambda inputs: ({"teamlib": "1.2.0"}, "uv 0"))
@@ -79,7 +80,7 @@ def test_the_project_closure_caches_nothing_when_an_extra_index_did_not_answer(
     monkeypatch.setattr(cl, "fetch_json", fetch)
     monkeypatch.setattr(cl.hash_pin, "__defaults__", (fetch, ()))
     with pytest.raises(EnvironmentMissing, match="nothing was cached"):
-        cl.project_closure(None, None)
+        pc.project_closure(None, None)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -276,6 +276,7 @@ def test_a_known_kernel_package_pinned_exactly_is_read_from_its_sdist_on_the_ind
     import hashlib
 
     import envgen.resolve.closure as cl
+    import envgen.resolve.project_closure as pc
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
     fa = sdist(tmp_path / "flash_attn-2.6.3.tar.gz", {"setup.py": SETUP_CUDA,
                                                       "PKG-INFO": PKG_INFO})
@@ -284,16 +285,16 @@ def test_a_known_kernel_package_pinned_exactly_is_read_from_its_sdist_on_the_ind
     asked = []
     monkeypatch.setattr(cl, "fetch_json", lambda url: asked.append(url) or page)
     cu130 = SimpleNamespace(cuda="13.0", index_url=None)
-    got = cl.kernel_sdists_on_index(cu130, ["torch==2.14.1", "flash-attn==2.6.3"])
+    got = pc.kernel_sdists_on_index(cu130, ["torch==2.14.1", "flash-attn==2.6.3"])
     assert list(got) == ["flash-attn"] and got["flash-attn"][0] == "2.6.3"
     assert asked == ["https://pypi.org/simple/flash-attn/"]
     assert k.metadata_for(got)[0]["requires-dist"] == ["torch", "einops>=0.8"]
-    assert cl.kernel_sdists_on_index(cu130, ["flash-attn>=2.6"]) == {}
-    assert cl.kernel_sdists_on_index(SimpleNamespace(cuda="12.1", index_url=None),
+    assert pc.kernel_sdists_on_index(cu130, ["flash-attn>=2.6"]) == {}
+    assert pc.kernel_sdists_on_index(SimpleNamespace(cuda="12.1", index_url=None),
                                      ["flash-attn==2.6.3"]) == {}
     page["files"][0]["hashes"]["sha256"] = "0" * 64    # not the bytes the index serves
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home2"))
-    assert cl.kernel_sdists_on_index(cu130, ["flash-attn==2.6.3"]) == {}
+    assert pc.kernel_sdists_on_index(cu130, ["flash-attn==2.6.3"]) == {}
 
 
 def test_a_lock_carries_the_kernel_stage_to_a_rebuild():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import envgen.resolve.closure as cl
+import envgen.resolve.project_closure as pc
 from envgen.core.errors import EnvironmentMissing
 from envgen.core.model import Pin
 
@@ -16,7 +17,7 @@ def test_an_index_timeout_while_hashing_caches_nothing(tmp_path, monkeypatch):
     inputs = {"requirements": ["numpy"], "constraints": [], "python": "3.11",
               "platform": "manylinux_2_36_x86_64", "index_url": INDEX,
               "extra_index_urls": []}
-    monkeypatch.setattr(cl, "project_inputs", lambda stack, layer: inputs)
+    monkeypatch.setattr(pc, "project_inputs", lambda stack, layer: inputs)
     monkeypatch.setattr(cl, "cache_dir", lambda: tmp_path)
     monkeypatch.setattr(cl, "probe_index", lambda index: None)
     monkeypatch.setattr(cl, "compile_pins", lambda inputs: ({"numpy": "2.4.6"}, "uv 0"))
@@ -24,6 +25,6 @@ def test_an_index_timeout_while_hashing_caches_nothing(tmp_path, monkeypatch):
         name, version, note=f"{INDEX} could not be read for {name} (The read operation "
                             f"timed out)"))
     with pytest.raises(EnvironmentMissing) as e:
-        cl.project_closure(None, None)
+        pc.project_closure(None, None)
     assert "timed out" in e.value.message and "nothing was cached" in e.value.message
     assert list(tmp_path.iterdir()) == []

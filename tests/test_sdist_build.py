@@ -162,6 +162,7 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
     stack's Python and platform, and pins each wheel by hash; an sdist that cannot be read
     or a tool with no hashed wheel stops it with the reason."""
     import envgen.resolve.closure as cl
+    import envgen.resolve.project_closure as pc
     from envgen.core.model import ProjectLayer
     st, _c = _project_over_cu121()
     a = sdist(tmp_path / "a-1.0.tar.gz", {"setup.py": ""})
@@ -184,8 +185,8 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
     index = "https://pypi.invalid/simple"
 
     def build_pins(pins, kernels=("k",)):   # as project_closure calls it: the files read once
-        paths = cl._sdist_paths([p for p in pins if p.name not in kernels], layer, index)
-        return cl._sdist_build_pins(st, layer, pins, index, set(kernels), paths)
+        paths = pc._sdist_paths([p for p in pins if p.name not in kernels], layer, index)
+        return pc._sdist_build_pins(st, layer, pins, index, set(kernels), paths)
     got = build_pins(pins)
     assert [p.name for p in got] == ["hatchling", "setuptools", "wheel"]
     assert asked["requirements"] == ["hatchling", "setuptools>=40.8.0", "wheel"]
@@ -219,7 +220,7 @@ def test_only_the_project_build_stages_sdists_need_backends_and_a_stale_cache_is
     sdists have stages of their own; a cached closure with project sdists and no
     sdist_build (written before the backends were pinned) counts as stale."""
     from envgen.matrix.load import load_matrix
-    from envgen.resolve.closure import project_sdists, unpinned_backends
+    from envgen.resolve.project_closure import project_sdists, unpinned_backends
     from envgen.resolve.spec import parse_spec
     from envgen.resolve.stack import resolve
     m = load_matrix()
@@ -267,12 +268,13 @@ def test_a_cached_closure_from_before_the_pins_is_resolved_again(monkeypatch, tm
     """project_closure reads a cached closure back without uv, unless it has project sdists
     and no sdist_build: then it resolves again and caches the pinned one."""
     import envgen.resolve.closure as cl
+    import envgen.resolve.project_closure as pc
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
     st, _c = _project_over_cu121()
     plain = st.plain()
     inputs = {"requirements": ["x==1.0"], "constraints": [], "python": st.python,
               "platform": st.base.platform, "index_url": None}
-    monkeypatch.setattr(cl, "project_inputs", lambda stack, layer: inputs)
+    monkeypatch.setattr(pc, "project_inputs", lambda stack, layer: inputs)
     x = Pin("x", "1.0", file="x-1.0.tar.gz", sha256="a" * 64)
     old = Closure(key=cl.key_of(inputs), inputs=inputs, pins=(x,), stack=st.stack,
                   created="2026-12-01T00:00:00Z")
@@ -282,14 +284,14 @@ def test_a_cached_closure_from_before_the_pins_is_resolved_again(monkeypatch, tm
     monkeypatch.setattr(cl, "compile_pins",
                         lambda i: (resolved.append(1) or {"x": "1.0"}, "uv 0.13.9"))
     monkeypatch.setattr(cl, "hash_pin", lambda *a, **k: x)
-    monkeypatch.setattr(cl, "_kernels", lambda *a: ((), ()))
-    monkeypatch.setattr(cl, "_sdist_paths", lambda *a: {})
-    monkeypatch.setattr(cl, "_pure_sdists", lambda *a: ("x",))
-    monkeypatch.setattr(cl, "_sdist_build_pins", lambda *a: (SETUPTOOLS, WHEEL))
-    c, where = cl.project_closure(plain, st.project)
+    monkeypatch.setattr(pc, "_kernels", lambda *a: ((), ()))
+    monkeypatch.setattr(pc, "_sdist_paths", lambda *a: {})
+    monkeypatch.setattr(pc, "_pure_sdists", lambda *a: ("x",))
+    monkeypatch.setattr(pc, "_sdist_build_pins", lambda *a: (SETUPTOOLS, WHEEL))
+    c, where = pc.project_closure(plain, st.project)
     assert resolved == [1] and "resolved now" in where
     assert c.sdist_build == (SETUPTOOLS, WHEEL)
-    again, where = cl.project_closure(plain, st.project)
+    again, where = pc.project_closure(plain, st.project)
     assert resolved == [1] and where.startswith("cached closure")
     assert again.sdist_build == (SETUPTOOLS, WHEEL)
 

@@ -156,7 +156,7 @@ def _kernels(closure, applied, hosts) -> tuple[list[str], list[str]]:
     from ..core.model import canonical_name
     from ..resolve.kernels import arch_list, cu_files, estimate
     archs = sorted({h.cc for h in hosts if h.cc}, key=Version)
-    from ..resolve.closure import kernel_sdists_on_index
+    from ..resolve.project_closure import kernel_sdists_on_index
     held = {n: path for n, (_v, path) in kernel_sdists_on_index(
         applied, applied.project.requirements).items()}
     held.update(project.held_files(applied.project))
@@ -174,7 +174,7 @@ def _kernels(closure, applied, hosts) -> tuple[list[str], list[str]]:
 def _sdist_notes(closure, applied) -> list[str]:
     """One note for the sdists the project-build stage builds, naming the build backends
     the closure pins for them."""
-    from ..resolve.closure import project_sdists
+    from ..resolve.project_closure import project_sdists
     sdists = project_sdists(closure.pins, applied, closure.kernels)
     if not sdists:
         return []

@@ -234,7 +234,7 @@ def install_layers(stack: Stack, closure: Closure) -> list[dict]:
                else len(LAYER_DIRS) - 1].append(pin)
     layers = []
     own_files = _file_names(full_stack)
-    from ..resolve.closure import project_sdists
+    from ..resolve.project_closure import project_sdists
     sdists = project_sdists(groups[-1], full_stack, full.kernels)
     compiled = {canonical_name(n) for n in full.kernels}
     kernels = [p for p in groups[-1] if p.sdist and canonical_name(p.name) in compiled]

@@ -341,7 +341,8 @@ def apply(stack: Stack, layer: ProjectLayer) -> Stack:
 
 
 def _apply_requirements(stack: Stack, layer: ProjectLayer) -> Stack:
-    from .closure import closure_for, project_closure, store_project
+    from .closure import closure_for
+    from .project_closure import project_closure, store_project
     free, _where = project_closure(stack, layer)
     plain = {p.requirement for p in closure_for(stack, resolve=False)[0].pins}
     fixed = {canonical_name(n) for n, _ in stack.packages}
