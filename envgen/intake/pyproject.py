@@ -31,10 +31,32 @@ def _toml(path: Path, what: str) -> tuple[dict, str]:
                   line) from None
 
 
-def _strings(value, what: str, file: str, text: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, (str, dict)) for v in value):
+def _strings(value, what: str, file: str, text: str, tables: bool = False) -> list:
+    """A list of requirement strings (and, with `tables`, {include-group = NAME} tables)."""
+    kinds = (str, dict) if tables else str
+    if not isinstance(value, list) or not all(isinstance(v, kinds) for v in value):
         raise bad(f"{what} must be a list of requirement strings", file,
-                  line_of(text, what.split(".")[-1].strip("[]'\"")))
+                  line_of(text, what.split(".")[-1].split()[-1].strip("[]'\"")))
+    return value
+
+
+def _of(value, kind: type, what: str, file: str, line: int):
+    """`value` when it is a `kind` (dict: a table, list: an array), else one sentence."""
+    if not isinstance(value, kind):
+        raise bad(f"{what} must be {'a table' if kind is dict else 'an array'}, not "
+                  f"{shown(value)}", file, line)
+    return value
+
+
+def _version(value, name: str, file: str, line: int) -> str:
+    """A locked version: a PEP 440 version and nothing more (a marker or a range there would
+    change what is installed without saying so)."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        Version(value)
+    except (InvalidVersion, TypeError):
+        raise bad(f"package {shown(name)}: version {shown(value)} is not a PEP 440 "
+                  f"version", file, line) from None
     return value
 
 
@@ -46,7 +68,9 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
     if not isinstance(project, dict):
         raise bad("has no [project] table (PEP 621): envgen reads the dependencies a "
                   "project states there (Poetry's own table is not read)", file)
-    if "dependencies" in (project.get("dynamic") or []):
+    dynamic = _of(project.get("dynamic") or [], list, "[project] dynamic", file,
+                  line_of(text, "dynamic"))
+    if "dependencies" in dynamic:
         raise bad("[project] lists 'dependencies' as dynamic: they are computed by the build "
                   "backend, which envgen does not run; write them in [project] or give "
                   "envgen the requirements file they come from", file,
@@ -55,7 +79,8 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
     start = text.find("[project]")
     for req in _strings(project.get("dependencies", []), "[project] dependencies", file, text):
         want.append((req, line_of(text, req, max(start, 0))))
-    optional = project.get("optional-dependencies") or {}
+    optional = _of(project.get("optional-dependencies") or {}, dict,
+                   "[project.optional-dependencies]", file, line_of(text, "optional-dependencies"))
     for e in extras:
         key = next((k for k in optional if canonicalize_name(k) == canonicalize_name(e)), None)
         if key is None:
@@ -64,7 +89,8 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
                       line_of(text, "optional-dependencies"))
         for req in _strings(optional[key], f"optional-dependencies.{key}", file, text):
             want.append((req, line_of(text, req, max(text.find("optional-dependencies"), 0))))
-    dgroups = data.get("dependency-groups") or {}
+    dgroups = _of(data.get("dependency-groups") or {}, dict, "[dependency-groups]", file,
+                  line_of(text, "dependency-groups"))
     for g in groups:
         for req in _group(dgroups, g, file, text, ()):
             want.append((req, line_of(text, req, max(text.find("[dependency-groups]"), 0))))
@@ -92,7 +118,7 @@ def _group(groups: dict, name: str, file: str, text: str, seen: tuple) -> list[s
         raise bad(f"dependency group {key} includes itself ({' -> '.join((*seen, key))})",
                   file, line_of(text, "include-group"))
     out = []
-    for item in _strings(groups[key], f"dependency-groups.{key}", file, text):
+    for item in _strings(groups[key], f"dependency-groups.{key}", file, text, tables=True):
         if isinstance(item, dict):
             inc = item.get("include-group")
             if not isinstance(inc, str) or set(item) != {"include-group"}:
@@ -107,9 +133,11 @@ def _group(groups: dict, name: str, file: str, text: str, seen: tuple) -> list[s
 def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
     """[tool.uv.sources] as name → URL (git pinned by rev/tag/branch), and [[tool.uv.index]]
     as (default index, extras...)."""
-    uv = (data.get("tool") or {}).get("uv") or {}
+    tool = _of(data.get("tool") or {}, dict, "[tool]", file, line_of(text, "tool"))
+    uv = _of(tool.get("uv") or {}, dict, "[tool.uv]", file, line_of(text, "tool.uv"))
     sources = {}
-    for name, src in (uv.get("sources") or {}).items():
+    for name, src in _of(uv.get("sources") or {}, dict, "[tool.uv.sources]", file,
+                         line_of(text, "sources")).items():
         n = line_of(text, f"{name} =", max(text.find("sources"), 0))
         if isinstance(src, list):
             raise bad(f"[tool.uv.sources] {name}: a list of sources by marker is not read; "
@@ -135,7 +163,8 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
             raise bad(f"[tool.uv.sources] {name} is a workspace member: build it as part of "
                       f"the team's code (copy:), not as a dependency", file, n)
     default, extras = "", []
-    for ix in uv.get("index") or []:
+    for ix in _of(uv.get("index") or [], list, "[[tool.uv.index]]", file,
+                  line_of(text, "index")):
         if not isinstance(ix, dict) or not isinstance(ix.get("url"), str):
             raise bad("[[tool.uv.index]] entries need a url", file, line_of(text, "tool.uv.index"))
         url = check_url(ix["url"], "[[tool.uv.index]] url", file,
@@ -160,16 +189,19 @@ def read_uv_lock(path: Path) -> Intake:
     for p in pkgs:
         if not isinstance(p, dict) or not isinstance(p.get("name"), str):
             raise bad("a [[package]] has no name", file)
-        name, src = p["name"], p.get("source") or {}
+        name = p["name"]
         n = line_of(text, f'name = "{name}"')
+        src = _of(p.get("source") or {}, dict, f"package {shown(name)}: source", file, n)
         if "editable" in src or "virtual" in src:
             roots.append(p)
             continue
         version = p.get("version")
         if not isinstance(version, str):
             raise bad(f"package {shown(name)} has no version", file, n)
+        _version(version, name, file, n)
         hashes = tuple(h.removeprefix("sha256:") for f in
-                       [p.get("sdist") or {}, *(p.get("wheels") or [])]
+                       [p.get("sdist") or {}, *_of(p.get("wheels") or [], list,
+                                                  f"package {shown(name)}: wheels", file, n)]
                        if isinstance(f, dict) and isinstance(h := f.get("hash"), str)
                        and h.startswith("sha256:"))
         if "registry" in src:
@@ -197,7 +229,9 @@ def read_uv_lock(path: Path) -> Intake:
     else:
         wanted = set()
         for root in roots:
-            for d in root.get("dependencies") or []:
+            for d in _of(root.get("dependencies") or [], list,
+                         f"package {shown(root['name'])}: dependencies", file,
+                         line_of(text, f'name = "{root["name"]}"')):
                 if isinstance(d, dict) and isinstance(d.get("name"), str):
                     wanted.add(canonicalize_name(d["name"]))
     out = [_direct(w, w.name in wanted) for w in reqs]
@@ -226,9 +260,12 @@ def read_pylock(path: Path) -> Intake:
         n = line_of(text, f'name = "{name}"')
         marker = p.get("marker")
         tail = f"; {marker}" if isinstance(marker, str) and marker else ""
-        hashes = tuple(h for f in [p.get("sdist") or {}, *(p.get("wheels") or [])]
-                       if isinstance(f, dict)
-                       and isinstance(h := (f.get("hashes") or {}).get("sha256"), str))
+        files = [p.get("sdist") or {}, *_of(p.get("wheels") or [], list,
+                                            f"package {shown(name)}: wheels", file, n)]
+        hashes = tuple(h for f in files if isinstance(f, dict)
+                       and isinstance(h := _of(f.get("hashes") or {}, dict,
+                                               f"package {shown(name)}: hashes", file, n
+                                               ).get("sha256"), str))
         if isinstance(p.get("vcs"), dict):
             v = p["vcs"]
             commit = v.get("commit-id")
@@ -236,7 +273,8 @@ def read_pylock(path: Path) -> Intake:
                 raise bad(f"package {name}: its vcs entry needs url and commit-id", file, n)
             reqs.append(parse(f"{name} @ git+{v['url']}@{commit}{tail}", file, n))
         elif isinstance(p.get("version"), str):
-            reqs.append(parse(f"{name}=={p['version']}{tail}", file, n, hashes=hashes))
+            version = _version(p["version"], name, file, n)
+            reqs.append(parse(f"{name}=={version}{tail}", file, n, hashes=hashes))
         else:
             raise bad(f"package {name} has no version and no vcs entry envgen reads", file, n)
     return Intake(path=file, kind="pylock.toml", requirements=tuple(reqs))

@@ -44,6 +44,10 @@ def lines(text: str):
         buf = ""
         if line:
             yield start, line
+    # the last line ends with a backslash: what it continues is still a line (pip reads it)
+    line = re.sub(r"(^|\s)#.*$", "", buf).strip()
+    if line:
+        yield start, line
 
 
 def read_requirements(path: Path) -> Intake:

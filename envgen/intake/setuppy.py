@@ -81,10 +81,18 @@ def read_setup_py(path: Path, extras=()) -> Intake:
         for e in extras:
             if e not in table:
                 raise bad(f"--extra {shown(e)}: extras_require has "
-                          f"{', '.join(sorted(table)) or 'none'}", file,
+                          f"{', '.join(sorted(str(k)[:40] for k in table)) or 'none'}", file,
                           k.value.lineno if k is not None else call.lineno)
-            for v in table[e]:
-                reqs.append(parse(v, file, _line(text, v, k.value.lineno)))
+            value = table[e]
+            if isinstance(value, str):   # setuptools reads a string as one line each
+                value = value.splitlines()
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str)
+                                                               for v in value):
+                raise bad(f"extras_require[{shown(e)}] must be a list of strings", file,
+                          k.value.lineno)
+            for v in value:
+                if v.strip() and not v.strip().startswith("#"):
+                    reqs.append(parse(v, file, _line(text, v, k.value.lineno)))
     return Intake(path=file, kind="setup.py (read, not run)", requirements=tuple(reqs),
                   notes=tuple(notes))
 

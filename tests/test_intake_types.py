@@ -1,0 +1,91 @@
+"""A value of the wrong type where init --from reads a team's pyproject.toml, uv.lock,
+pylock.toml or setup.py is one sentence with its file:line (exit 2), never an internal
+error; a value that would change what is installed without saying so (a marker smuggled
+into a locked version, a continuation at the end of a file, an extra given as one string)
+is read as pip and setuptools read it, or refused. Offline: the readers run before any
+resolution."""
+from __future__ import annotations
+
+import pytest
+
+from envgen.core.errors import InputError
+from envgen.intake import read
+
+PROJECT = '[project]\nname = "x"\n'
+LOCK_HEAD = 'version = 1\n\n[[package]]\nname = "numpy"\n'
+PYLOCK_HEAD = 'lock-version = "1.0"\n\n[[packages]]\nname = "numpy"\nversion = "1.26.4"\n'
+
+WRONG = [
+    ("pyproject.toml", PROJECT + 'dynamic = 5\ndependencies = ["numpy"]\n', (), ":3",
+     "[project] dynamic must be an array"),
+    ("pyproject.toml", PROJECT + "dependencies = [{a = 1}]\n", (), ":3",
+     "dependencies must be a list of requirement strings"),
+    ("pyproject.toml", 'tool = "x"\n' + PROJECT + 'dependencies = ["numpy"]\n', (), ":1",
+     "[tool] must be a table"),
+    ("pyproject.toml", PROJECT + 'dependencies = ["numpy"]\n[tool.uv]\nsources = ["a"]\n',
+     (), ":5", "[tool.uv.sources] must be a table"),
+    ("pyproject.toml", PROJECT + 'dependencies = ["numpy"]\n[tool.uv]\nindex = 5\n',
+     (), ":5", "[[tool.uv.index]] must be an array"),
+    ("pyproject.toml", PROJECT + 'dependencies = []\noptional-dependencies = "train"\n',
+     ("train",), ":4", "[project.optional-dependencies] must be a table"),
+    ("uv.lock", LOCK_HEAD + 'version = "1.26.4"\nsource = 5\n', (), ":4",
+     "package 'numpy': source must be a table"),
+    ("uv.lock", LOCK_HEAD + 'version = "1.26.4"\nsource = { registry = '
+                            '"https://pypi.org/simple" }\nwheels = 5\n', (), ":4",
+     "package 'numpy': wheels must be an array"),
+    ("uv.lock", LOCK_HEAD.replace("numpy", "team") + 'version = "0.1.0"\nsource = '
+                                                      '{ editable = "." }\ndependencies = 5\n',
+     (), ":4", "package 'team': dependencies must be an array"),
+    ("uv.lock", LOCK_HEAD + "version = \"1.26.4; os_name == 'nt'\"\nsource = { registry = "
+                            '"https://pypi.org/simple" }\n', (), ":4",
+     "is not a PEP 440 version"),
+    ("pylock.toml", PYLOCK_HEAD + 'wheels = [{ hashes = "abc" }]\n', (), ":4",
+     "package 'numpy': hashes must be a table"),
+    ("pylock.toml", PYLOCK_HEAD + "sdist = { hashes = 5 }\n", (), ":4",
+     "package 'numpy': hashes must be a table"),
+    ("pylock.toml", PYLOCK_HEAD.replace('"1.26.4"', '">=1.0"'), (), ":4",
+     "is not a PEP 440 version"),
+    ("setup.py", "from setuptools import setup\nsetup(name='x', install_requires=['numpy'], "
+                 "extras_require={1: ['a'], 'a': ['b']})\n", ("b",), ":2",
+     "extras_require has 1, a"),
+    ("setup.py", "from setuptools import setup\nsetup(name='x', extras_require={'a': 5})\n",
+     ("a",), ":2", "extras_require['a'] must be a list of strings"),
+    ("requirements.txt", "numpy==1.26.4\n@@not a requirement@@ \\", (), ":2",
+     "is not a requirement"),
+]
+
+
+@pytest.mark.parametrize("name,text,extras,where,what", WRONG, ids=[c[4] for c in WRONG])
+def test_a_value_of_the_wrong_type_is_one_sentence_at_its_line(tmp_path, name, text, extras,
+                                                                 where, what):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(InputError) as e:
+        read(p, extras=extras)
+    said = str(e.value)
+    assert what in said, said
+    assert f"{name}{where}" in said, said
+    assert "\n" not in said
+
+
+def test_a_dependency_group_that_is_not_a_list_is_one_sentence(tmp_path):
+    p = tmp_path / "pyproject.toml"
+    p.write_text(PROJECT + 'dependencies = []\n[dependency-groups]\ndev = "x"\n')
+    with pytest.raises(InputError) as e:
+        read(p, groups=("dev",))
+    assert "pyproject.toml:5: dependency-groups.dev must be a list" in str(e.value)
+
+
+def test_a_continuation_at_the_end_of_the_file_is_still_read(tmp_path):
+    p = tmp_path / "requirements.txt"
+    p.write_text("einops==0.8.0\nnumpy==1.26.4 \\")
+    assert [w.text for w in read(p).requirements] == ["einops==0.8.0", "numpy==1.26.4"]
+
+
+def test_an_extra_written_as_one_string_is_read_a_line_each(tmp_path):
+    """setuptools reads extras_require={'a': 'numpy'} as one requirement a line, as it reads
+    install_requires: not n, u, m, p, y."""
+    p = tmp_path / "setup.py"
+    p.write_text("from setuptools import setup\nsetup(name='x', extras_require="
+                 "{'a': 'numpy\\neinops'})\n")
+    assert [w.name for w in read(p, extras=("a",)).requirements] == ["numpy", "einops"]
