@@ -52,6 +52,14 @@ WRONG = [
      ("a",), ":2", "extras_require['a'] must be a list of strings"),
     ("requirements.txt", "numpy==1.26.4\n@@not a requirement@@ \\", (), ":2",
      "is not a requirement"),
+    ("environment.yml", "dependencies:\n  - python=abc\n  - numpy\n", (), ":2",
+     "'python=abc': envgen needs the Python as X.Y"),
+    ("environment.yml", "dependencies:\n  - python=3\n  - numpy\n", (), ":2",
+     "'python=3': envgen needs the Python as X.Y"),
+    ("environment.yml", "dependencies:\n  - numpy\n  - pytorch-cuda=12\n", (), ":3",
+     "needs the CUDA version as X.Y"),
+    ("environment.yml", "dependencies:\n  - numpy\n  - cudatoolkit=.*\n", (), ":3",
+     "needs the CUDA version as X.Y"),
 ]
 
 
@@ -89,3 +97,47 @@ def test_an_extra_written_as_one_string_is_read_a_line_each(tmp_path):
     p.write_text("from setuptools import setup\nsetup(name='x', extras_require="
                  "{'a': 'numpy\\neinops'})\n")
     assert [w.name for w in read(p, extras=("a",)).requirements] == ["numpy", "einops"]
+
+
+def test_an_include_from_outside_the_project_is_refused_and_never_echoed(tmp_path,
+                                                                         monkeypatch):
+    """-r /etc/passwd would put a line of that file into an error a CI log keeps."""
+    monkeypatch.chdir(tmp_path)
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    secret.write_text("TOKEN=abc123 not a requirement\n")
+    p = tmp_path / "requirements.txt"
+    for include in (str(secret), f"../{secret.name}"):
+        p.write_text(f"einops\n-r {include}\n")
+        with pytest.raises(InputError) as e:
+            read(p)
+        assert "requirements.txt:2: " in str(e.value) and "inside the project" in str(e.value)
+        assert "abc123" not in str(e.value)
+    (tmp_path / "sub").mkdir()   # a file in a folder below, and back up to the first's
+    (tmp_path / "sub" / "dev.txt").write_text("-r ../base.txt\nnumpy\n")
+    (tmp_path / "base.txt").write_text("einops\n")
+    p.write_text("-r sub/dev.txt\n")
+    assert [w.name for w in read(p).requirements] == ["einops", "numpy"]
+
+
+def test_an_include_loop_and_a_name_too_long_name_their_line(tmp_path):
+    p = tmp_path / "requirements.txt"
+    (tmp_path / "other.txt").write_text("numpy\n-r requirements.txt\n")
+    p.write_text("einops\n-r other.txt\n")
+    with pytest.raises(InputError) as e:
+        read(p)
+    assert "other.txt:2: includes itself" in str(e.value)
+    for line in (f"-r {'a' * 300}", f"./{'a' * 300}.whl"):
+        p.write_text(f"einops\n{line}\n")
+        with pytest.raises(InputError) as e:
+            read(p)
+        assert "requirements.txt:2: " in str(e.value) and "File name too long" in str(e.value)
+        assert len(str(e.value)) < len(str(p)) + 200
+
+
+def test_a_setup_py_too_deep_for_pythons_parser_is_one_sentence(tmp_path):
+    p = tmp_path / "setup.py"
+    p.write_text("from setuptools import setup\nsetup(name='x', version='1'" + "+'1'" * 30000
+                 + ", install_requires=['numpy'])\n")
+    with pytest.raises(InputError) as e:
+        read(p)
+    assert "setup.py: " in str(e.value) and "too deep" in str(e.value)

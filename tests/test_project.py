@@ -89,6 +89,9 @@ def test_an_executable_keeps_its_mode_and_caches_are_skipped(folder):
      "must be a command"),
     (("smoke: python app/train.py --steps \"2 0\"", "smokes: [python]"), 10, "unknown key"),
     (("pip:\n  - Einops == 0.8.1", "pip: einops==0.8.1"), 3, "must be a list"),
+    # a file where another entry makes a folder: refused at load, before render writes
+    (("  - train.py", "  - {src: train.py, dest: settings}"), 8, "would be a file and the folder"),
+    (("  - train.py", "  - {src: train.py, dest: settings/a.yaml}"), 8, "two sources"),
 ])
 def test_each_bad_value_is_refused_at_its_line(folder, edit, line, words):
     (folder / "envgen.yaml").write_text(GOOD.replace(*edit))
@@ -96,6 +99,21 @@ def test_each_bad_value_is_refused_at_its_line(folder, edit, line, words):
         project.load(folder / "envgen.yaml")
     assert e.value.line == line, e.value.message
     assert words in e.value.message
+
+
+def test_a_file_copied_into_a_folder_keeps_its_name_and_one_record(folder):
+    """dest ending in / is a folder, as in a Dockerfile's COPY: two files into one folder
+    are two files, and the record (stack.json, the image's label) names what the image
+    holds: before, both were recorded at 'x/' and the second file's bytes won."""
+    (folder / "b.py").write_text("print('b')\n")
+    (folder / "envgen.yaml").write_text(GOOD.replace(
+        "  - train.py", "  - {src: train.py, dest: x/}\n  - {src: b.py, dest: x/}"))
+    files = project.load(folder / "envgen.yaml").layer.files
+    assert [f[1] for f in files if f[1].startswith("x")] == ["x/b.py", "x/train.py"]
+    (folder / "envgen.yaml").write_text(GOOD.replace(
+        "  - train.py", "  - {src: train.py, dest: x}\n  - {src: b.py, dest: x/}"))
+    with pytest.raises(MatrixError, match="would be a file and the folder"):
+        project.load(folder / "envgen.yaml")
 
 
 def test_a_symlink_is_refused_as_a_source_and_as_the_file(folder, tmp_path_factory):
@@ -238,3 +256,39 @@ def test_the_projects_own_stack_named_or_not_gets_its_layer_and_says_so(folder):
         assert json.loads(r.stdout)["project"]["name"] == "trainer"
         assert "envgen.yaml: project trainer goes over pytorch-cu121 (image envgen/trainer)" \
             in r.stderr
+
+
+def test_a_render_that_fails_leaves_no_folder_it_made(tmp_path, monkeypatch):
+    """A write that fails halfway (a full disk, a file changed since it was read) removes
+    the -o folder the render made; one that existed before is left to its owner."""
+    import envgen.build.context as context
+    from envgen.resolve.closure import closure_for
+    m = load_matrix()
+    st = resolve(m, parse_spec("pytorch-cu121", m))
+    closure = closure_for(st, resolve=False)[0]
+    calls = []
+
+    def put(out, rel, data, mode):
+        calls.append(rel)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(out, rel, data, mode)
+    real = context._put
+    monkeypatch.setattr(context, "_put", put)
+    with pytest.raises(OSError):
+        context.write_context(st, closure, tmp_path / "new" / "ctx")
+    assert not (tmp_path / "new").exists() and len(calls) == 3
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept\n")
+    calls.clear()
+    with pytest.raises(OSError):
+        context.write_context(st, closure, tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("spec", ["torch==notaversion", "pytorch-cu121,,==,python=3.99"])
+def test_a_spec_in_the_project_file_that_fails_is_told_at_its_line(tmp_path, spec):
+    (tmp_path / "envgen.yaml").write_text(f"name: t\nstack: '{spec}'\n")
+    r = cli("resolve", cwd=tmp_path, env={"ENVGEN_HOME": str(tmp_path / "home")})
+    assert r.returncode == 2, r.stderr
+    assert "envgen.yaml:2: " in r.stderr and "Traceback" not in r.stderr, r.stderr

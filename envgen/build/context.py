@@ -64,7 +64,20 @@ def write_context(stack: Stack, closure: Closure, out: Path, base_ref: str | Non
         raise InputError(f"no smoke payload {payload.name} for framework {stack.framework}")
     for name in payload_files(stack.smoke):
         texts[name] = (SMOKE_DIR / name).read_text()
+    # the topmost folder this render makes: one that fails leaves nothing behind
+    made = next((p for p in (*reversed(out.absolute().parents), out.absolute())
+                 if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write(stack, closure, out, texts)
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _write(stack: Stack, closure: Closure, out: Path, texts: dict[str, str]) -> list[Path]:
+    """write_context's files into `out`, which exists."""
     wanted = {rel: (text.encode(), 0o755 if rel in EXECUTABLE else 0o644)
               for rel, text in texts.items()}
     if stack.project is not None and stack.project.requirements:

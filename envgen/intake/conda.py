@@ -71,12 +71,19 @@ def read_environment(path: Path) -> Intake:
         if name == "python":
             if version:
                 python = ".".join(version.split(".")[:2])
+                if not re.fullmatch(r"3\.[0-9]{1,2}", python):
+                    raise bad(f"{shown(item.strip())}: envgen needs the Python as X.Y "
+                              f"(python=3.11), which names the image's Python", file, n)
                 notes.append(f"{file}:{n}: python {version} → the image's Python {python}")
             continue
         if name in ("pytorch-cuda", "cudatoolkit", "cuda-toolkit"):
             if version:
                 mm = version.rstrip(".*").split(".")
-                variant = f"cu{mm[0]}{mm[1] if len(mm) > 1 else '0'}"
+                if len(mm) < 2 or not all(re.fullmatch(r"[0-9]{1,2}", x) for x in mm[:2]):
+                    raise bad(f"{shown(item.strip())}: envgen needs the CUDA version as "
+                              f"X.Y ({name}=12.1), which names the framework's variant",
+                              file, n)
+                variant = f"cu{mm[0]}{mm[1]}"
                 notes.append(f"{file}:{n}: {name} {version} → the {variant} wheels of the "
                              f"framework (CUDA comes as nvidia-* wheels, not from conda)")
             continue

@@ -95,7 +95,11 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
             text.split(";")[0].strip().endswith((".whl", ".tar.gz", ".zip"))
             or text.startswith((".", "/"))):
         path = Path(text) if base is None else (base / text)
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as e:   # a name too long, a loop of links
+            raise bad(f"{shown(text)}: cannot be read ({e.strerror})", file, line) from None
+        if not found:
             raise bad(f"{shown(text)}: no such file (a local wheel or sdist path is read from "
                       f"the requirements file's folder)", file, line)
         name = _from_filename(path.name, file, line)

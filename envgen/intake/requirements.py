@@ -69,13 +69,16 @@ def _value(words: list[str], i: int, opt: str, file: str, n: int) -> tuple[str, 
     return words[i + 1], i + 2
 
 
-def _read(path: Path, st: _State, chain: tuple, constraint: bool) -> None:
+def _read(path: Path, st: _State, chain: tuple, constraint: bool,
+          at: tuple[str, int] | None = None) -> None:
+    """One requirements file into `st`; `chain`, the files including it (resolved), `at`,
+    the file and line of the -r/-c that did."""
     real = path.resolve()
     file = str(path)
     if real in chain:
         raise bad(f"includes itself through {' -> '.join(p.name for p in (*chain, real))}; "
                   f"an include loop never ends: remove one -r/-c line",
-                  str(chain[-1]) if chain else file)
+                  *(at or (file, None)))
     st.files += 1
     if st.files > MAX_INCLUDES:
         raise bad(f"more than {MAX_INCLUDES} included files", file)
@@ -99,9 +102,20 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool) -> None:
                 if re.match(r"^[a-z+]+://", value):
                     raise bad(f"{name} {shown(value)}: envgen includes local files only", file, n)
                 inc = path.parent / value
-                if not inc.is_file():
+                try:
+                    target, found = inc.resolve(), inc.is_file()
+                except OSError as e:   # a name too long, a loop of links
+                    raise bad(f"{name} {shown(value)}: cannot be read ({e.strerror})", file,
+                              n) from None
+                if not found:
                     raise bad(f"{name} {shown(value)}: no such file beside {path.name}", file, n)
-                _read(inc, st, (*chain, real), constraint or name in ("-c", "--constraint"))
+                roots = (Path.cwd().resolve(), (chain[0] if chain else real).parent)
+                if not any(target.is_relative_to(r) for r in roots):
+                    # a line of it would be echoed in an error: never a file from elsewhere
+                    raise bad(f"{name} {shown(value)}: envgen includes files inside the "
+                              f"project (this folder or the first file's) only", file, n)
+                _read(inc, st, (*chain, real), constraint or name in ("-c", "--constraint"),
+                      (file, n))
             elif opt in ("-i", "--index-url") or re.match(r"^-i\S", head):
                 value, _ = _value(words, 0, "--index-url" if opt != "-i" else "-i", file, n)
                 st.index_url = check_url(value, "--index-url", file, n).rstrip("/")

@@ -28,6 +28,9 @@ def read_setup_py(path: Path, extras=()) -> Intake:
     except (SyntaxError, ValueError) as e:
         raise bad(f"is not a setup.py envgen can read: not Python ({getattr(e, 'msg', e)})",
                   file, getattr(e, "lineno", None)) from None
+    except (RecursionError, MemoryError):   # Python's parser builds one node per operand
+        raise bad("is not a setup.py envgen can read: an expression in it is too deep for "
+                  "Python's parser (thousands of operands in one line?)", file) from None
     names: dict[str, ast.AST] = {}
     for node in tree.body:   # module-level NAME = literal, bound once
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \

@@ -66,11 +66,11 @@ def _loader():
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise _Located("YAML aliases are not allowed in a matrix (write the value "
+                raise _Located("YAML aliases are not allowed (write the value "
                                "out)", event.start_mark)
             event = self.peek_event()
             if getattr(event, "anchor", None):
-                raise _Located("YAML anchors are not allowed in a matrix (write the value "
+                raise _Located("YAML anchors are not allowed (write the value "
                                "out)", event.start_mark)
             return super().compose_node(parent, index)
 
@@ -82,7 +82,7 @@ def _loader():
             out.lines = {}
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise _Located("YAML merge keys (<<) are not allowed in a matrix",
+                    raise _Located("YAML merge keys (<<) are not allowed",
                                    key_node.start_mark)
                 key = self.construct_object(key_node, deep=True)
                 if not isinstance(key, str):

@@ -39,6 +39,7 @@ class Project:
     path: Path
     spec: str
     layer: ProjectLayer
+    spec_line: int | None = None   # the line of `stack:`, where a spec that fails is told
 
     @property
     def root(self) -> Path:
@@ -179,7 +180,7 @@ def load(path: Path) -> Project:
                          pip_lines=tuple(sorted(pip_at.items())), requirements=reqs,
                          constraints=cons, indexes=tuple(indexes),
                          cuda_archs=tuple(archs))
-    return Project(path=path, spec=spec.strip(), layer=layer)
+    return Project(path=path, spec=spec.strip(), layer=layer, spec_line=line("stack"))
 
 
 def _requirements(doc, key: str, items, bad, line) -> list[str]:
@@ -256,6 +257,7 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
     """(source, destination, sha256, mode) of every file the copy list names, in order of
     destination; a folder is walked (its caches and VCS folders skipped)."""
     out: dict[str, tuple] = {}
+    lines_of: dict[str, int | None] = {}
     total = 0
     top = root.resolve()
     for i, item in enumerate(copies):
@@ -286,8 +288,8 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
                     found.append(Path(dirpath) / f)
             pairs = [(p, f"{dest.rstrip('/')}/{p.relative_to(source).as_posix()}")
                      for p in found]
-        else:
-            pairs = [(source, dest)]
+        else:   # a dest ending in / is a folder the file goes into, as in a Dockerfile's COPY
+            pairs = [(source, f"{dest}{source.name}" if dest.endswith("/") else dest)]
         for p, d in pairs:
             rel = p.relative_to(root).as_posix()
             if not REL.fullmatch(rel) or not REL.fullmatch(d):
@@ -307,6 +309,14 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
             out[d] = (rel, d, h.hexdigest(), 0o755 if st.st_mode & 0o111 else 0o644)
+            lines_of[d] = at
+    for d in out:   # a path cannot be a file and the folder of another file at once
+        parts = d.split("/")
+        clash = next(("/".join(parts[:k]) for k in range(1, len(parts))
+                      if "/".join(parts[:k]) in out), None)
+        if clash is not None:
+            bad(f"copy: {APP_DIR}/{clash} would be a file and the folder of {APP_DIR}/{d}",
+                max(lines_of[clash] or 0, lines_of[d] or 0) or None)
     return tuple(out[d] for d in sorted(out))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.errors import InputError, shown
+from ..core.errors import EnvgenError, InputError, shown
 from ..core.model import Stack
 
 
@@ -32,6 +32,18 @@ def _same_stack(a: Stack, b: Stack) -> bool:
     return a.replace(reasons=()) == b.replace(reasons=())
 
 
+def _project_stack(matrix, proj, on) -> Stack:
+    """The project file's spec resolved; what fails is told at its `stack:` line."""
+    from .spec import parse_spec
+    from .stack import resolve as resolve_stack
+    try:
+        return resolve_stack(matrix, parse_spec(proj.spec, matrix), on)
+    except EnvgenError as e:
+        if e.file is None:
+            e.file, e.line = proj.layer.source or str(proj.path), proj.spec_line
+        raise
+
+
 def resolve(matrix, spec: str | None, on, note=lambda _msg: None) -> Stack:
     """`spec` (None: the project file's) resolved on host `on`, with the project's layer
     when it applies; InputError when there is neither a spec nor a project file."""
@@ -46,11 +58,12 @@ def resolve(matrix, spec: str | None, on, note=lambda _msg: None) -> Stack:
                              f"stack (`envgen matrix list`) or write the file with "
                              f"`envgen init STACK`")
         spec = proj.spec
-    stack = resolve_stack(matrix, parse_spec(spec, matrix), on)
+    stack = resolve_stack(matrix, parse_spec(spec, matrix), on) if named else \
+        _project_stack(matrix, proj, on)
     if proj is None:
         return stack
     own = not named or spec.strip() == proj.spec or _same_stack(
-        stack, resolve_stack(matrix, parse_spec(proj.spec, matrix), on))
+        stack, _project_stack(matrix, proj, on))
     if own:
         note(f"{proj.path.name}: project {proj.layer.name} goes over {stack.stack} "
              f"(image envgen/{proj.layer.name}); a SPEC naming another stack leaves it out")
