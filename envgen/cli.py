@@ -43,7 +43,7 @@ from .commands._common import table as _table  # noqa: E402
 from .core.progress import MODES as PROGRESS_MODES  # noqa: E402
 
 SPEC_HELP = ("a stack name (pytorch-cu121; `envgen matrix list` shows them all) or a spec "
-             "(torch==2.3.1,cuda=12.1 or lightning>=2.5,torch==2.7.1); default: the stack "
+             "(torch==2.3.1,variant=cu121 or lightning>=2.5,torch==2.7.1); default: the stack "
              "of ./envgen.yaml")
 
 
@@ -469,7 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("old", nargs="?", type=_path,
                     help="the old matrix: a file, a folder, or REV:PATH of this git checkout")
     df.add_argument("new", nargs="?", type=_path,
-                    help="the new matrix (default: the bundled one)")
+                    help="the new matrix: give OLD and NEW together, or neither (--driver "
+                         "and --hosts then read --matrix, else the bundled one)")
     df.add_argument("--driver", metavar="OLD..NEW",
                     help="what a driver upgrade changes for every stack, e.g. "
                          "535.104.05..550.54.14")

@@ -182,8 +182,8 @@ def entry(stack, image_id="sha256:" + "1" * 64):
 
 def test_write_lock_merges_named_stacks_into_an_existing_lock(tmp_path, stack):
     path = tmp_path / "envgen.lock"
-    first = lk.write_lock(path, {"a": entry(stack)}, "sha-1")
-    second = lk.write_lock(path, {"b": entry(stack)}, "sha-2")
+    first = lk.write_lock(path, {"a": entry(stack.replace(stack="a"))}, "sha-1")
+    second = lk.write_lock(path, {"b": entry(stack.replace(stack="b"))}, "sha-2")
     assert set(second["stacks"]) == {"a", "b"}
     assert second["created"] == first["created"] and second["matrix_sha256"] == "sha-2"
     assert lk.read_lock(path)["lock_version"] == 1
@@ -191,7 +191,7 @@ def test_write_lock_merges_named_stacks_into_an_existing_lock(tmp_path, stack):
 
 def _writer(path, name, stack_json):
     from envgen.core.model import Stack
-    st = Stack.from_json(stack_json)
+    st = Stack.from_json(stack_json).replace(stack=name)   # an entry is named by its stack
     for _ in range(5):
         lk.write_lock(path, {name: entry(st)}, "sha")
 

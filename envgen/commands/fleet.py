@@ -62,8 +62,10 @@ def _slurm(args, fleet) -> int:
         for j in jobs:
             print(f"submitted {j['script']} as job {j['job_id']}")
         if not jobs:
-            print(f"submit them with `envgen fleet {args.file} --slurm -o {args.output} "
-                  f"--submit` (or, from {args.output}, `sbatch slurm/TARGET.sbatch`)")
+            import shlex  # a line to paste: each path quoted as the shell reads it
+            print(f"submit them with `envgen fleet {shlex.quote(str(args.file))} --slurm -o "
+                  f"{shlex.quote(str(args.output))} --submit` (or, from "
+                  f"{shlex.quote(str(args.output))}, `sbatch slurm/TARGET.sbatch`)")
     return 0
 
 

@@ -75,7 +75,7 @@ EXAMPLES = {
     "matrix refresh": "envgen --matrix ./matrices matrix refresh pytorch --check",
     "completion": "envgen completion bash",
     "init": "envgen init pytorch-cu121 --name trainer",
-    "resolve": "envgen resolve 'torch==2.3.1,cuda=12.1' --driver 535.104.05 --cc 9.0",
+    "resolve": "envgen resolve 'torch==2.3.1,variant=cu121' --driver 535.104.05 --cc 9.0",
     "closure": "envgen closure pytorch-cu121",
     "render": "envgen render pytorch-cu121 -o ctx/",
     "build": "envgen build pytorch-cu121 --certify --tag registry.example.com/team/torch:2.3",

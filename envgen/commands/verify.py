@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..core.errors import CheckFailed
+from ..core.errors import CheckFailed, InputError
 from ..lock.verify import verify
 from ..lock.write import read_lock
 from ..runtime import docker as engine
@@ -13,6 +13,9 @@ from ._common import out_json, progress_for
 
 def run(args) -> int:
     lock = read_lock(args.lock)          # bad lock file: InputError with file:line, exit 2
+    if not lock["stacks"]:   # a verify that checked nothing must not say all is well
+        raise InputError("the lock pins no stack, so there is nothing to verify (envgen lock "
+                         "STACK adds one)", file=str(args.lock))
     c = engine.client()
     quiet = progress_for(args)
     rebuild = None

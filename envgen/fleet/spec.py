@@ -16,7 +16,7 @@ NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 # a spec is envgen's own grammar; this only keeps shells and option parsers out of it
 SPEC_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,=<>!~*+-]{0,199}")
-TIME = re.compile(r"(?:(\d{1,3})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?")
+TIME = re.compile(r"(?:([0-9]{1,3})h)?(?:([0-9]{1,5})m)?(?:([0-9]{1,6})s)?")   # ASCII digits
 LEVELS = ("cuda", "cpu")
 MAX_SECONDS = 7 * 86400
 # a SIF on the cluster's shared file system, for the apptainer engine: a plain absolute path

@@ -62,9 +62,12 @@ def bad(message: str, file: str, line: int | None = None) -> InputError:
 
 
 def check_url(url: str, what: str, file: str, line: int, git: bool = False) -> str:
-    """An https or file URL with no option-like value; InputError otherwise."""
+    """An https or file URL with no option-like value and no login; InputError otherwise."""
+    from ..core.logins import has_login, refusal
     if not url or url.startswith("-"):
         raise bad(f"{what} {shown(url)} looks like an option, not a URL", file, line)
+    if has_login(url.removeprefix("git+")):
+        raise bad(refusal(what, url), file, line)
     if any(ord(c) < 33 or c in "\"'`\\<>{}|^" for c in url) or len(url) > 2000:
         raise bad(f"{what} {shown(url)} holds a character a URL does not", file, line)
     parts = urllib.parse.urlsplit(url)

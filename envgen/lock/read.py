@@ -16,6 +16,9 @@ from ..matrix.wire import ONE_LINE, stack_problems
 from ..resolve import closure
 
 MAX_LOCK_BYTES = 64 * 1024 * 1024
+# every stack of the matrix many times over; each entry costs its checks (~4 ms) and a
+# verify's look at the daemon, so a lock of thousands would run for minutes
+MAX_STACKS = 1000
 
 LOCK_VERSION = 1
 
@@ -38,6 +41,7 @@ LOCK = {
     "type": "object", "message": "a lock file must be a JSON object",
     "yaml": False,
     "required": ["lock_version", "created", "matrix_sha256", "stacks"],
+    "additionalProperties": False,
     "properties": {
         "lock_version": {"const": LOCK_VERSION, "message": "lock_version {value} is not "
                          f"supported (this envgen reads {LOCK_VERSION})"},
@@ -46,8 +50,9 @@ LOCK = {
         "updated": {**_TOKEN, "message": "updated {value} is not a time like "
                                          "2026-12-01T09:40:00Z"},
         "matrix_sha256": {**_TOKEN, "message": "matrix_sha256 {value} is not a sha256"},
-        "stacks": {"type": "object", "message": "'stacks' must be an object of stack name → "
-                                                "entry"},
+        "stacks": {"type": "object", "maxProperties": MAX_STACKS,
+                   "message": f"'stacks' must be an object of stack name → entry, at most "
+                              f"{MAX_STACKS} of them"},
     },
 }
 # requirements[i]'s messages are said after its place (requirements[3].name ...)
@@ -81,8 +86,8 @@ ENTRY = {
             "required": ["id", "tag"], "additionalProperties": False,
             "properties": {
                 "id": {**_SHA, "message": "image.id must be sha256:<64 hex digits>"},
-                "tag": {**_REFERENCE, "message": "image.tag is not a tag of at most 255 "
-                                                 "characters"},
+                "tag": {**_REFERENCE, "message": "image.tag is not an image tag "
+                                                 "(NAME:TAG, at most 255 characters)"},
                 "pinned": {**_REFERENCE, "message": "image.pinned is not a pinned reference"},
                 "repo_digests": {"type": "array", "message": "image.repo_digests must be "
                                                              "repository@sha256 references",
@@ -157,10 +162,12 @@ def _said(err, schema_: dict) -> list[str]:
     if err.validator == "required" and path[:1] == ["requirements"]:
         return [f"requirements[{path[1]}] needs 'name', 'version' and 'hashes'"]
     said = sentence(err, schema_)
+    if err.validator == "additionalProperties":
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+        return [f"{where.lstrip('.') or ('the lock file' if schema_ is LOCK else 'the entry')}"
+                f": {said}"]
     if path[:1] == ["requirements"] and len(path) > 1:
         return [f"requirements[{path[1]}]{said}"]
-    if err.validator == "additionalProperties":
-        return [f"{'.'.join(map(str, path)) or 'the entry'}: {said}"]
     return [said]
 
 
@@ -176,25 +183,54 @@ def entry_problems(name, entry) -> list[str]:
     if first:
         return list(dict.fromkeys(s for e in first for s in _said(e, ENTRY)))
     p = stack_problems(entry["stack"])
+    if not p:   # the entry's name is the stack it holds (a project's: PROJECT.STACK)
+        from ..core.model import stack_key
+        own = entry["stack"]
+        key = stack_key(own.get("stack"), (own.get("project") or {}).get("name"))
+        if key != name:
+            p.append(f"the entry holds the stack {str(key)[:60]!r}, not {name[:60]!r}")
     p += [s for e in found for s in _said(e, ENTRY)]
     img = entry["image"]
     from ..core.image import parse_pinned, parse_tagged
+    said = {tuple(e.absolute_path) for e in found}
     for key, parse in (("tag", parse_tagged), ("pinned", parse_pinned)):
-        if isinstance(img.get(key), str):
+        if isinstance(img.get(key), str) and ("image", key) not in said:   # said once
             try:
                 parse(img[key])
             except InputError as e:
                 p.append(f"image.{key}: {e.message}")
+    from packaging.utils import canonicalize_name
+    seen: dict[str, int] = {}
     for i, req in enumerate(entry["requirements"]):
-        if isinstance(req, dict) and req.get("hashes") == [] and not req.get("hash_note"):
-            p.append(f"requirements[{i}]: {str(req.get('name'))[:60]} has no sha256 and no "
+        if not isinstance(req, dict) or not isinstance(req.get("name"), str):
+            continue
+        if req.get("hashes") == [] and not req.get("hash_note"):
+            p.append(f"requirements[{i}]: {req['name'][:60]} has no sha256 and no "
                      f"hash_note saying why")
+        name_ = canonicalize_name(req["name"])
+        if name_ in seen:
+            p.append(f"requirements[{i}]: {req['name'][:60]} is pinned twice (also "
+                     f"requirements[{seen[name_]}])")
+        seen.setdefault(name_, i)
+        file = req.get("file")
+        if isinstance(file, str) and canonicalize_name(_dist_of(file)) != name_:
+            p.append(f"requirements[{i}]: the file {file[:80]!r} is not a file of "
+                     f"{req['name'][:60]}")
     cert = entry.get("certificate")
     if cert is not None and not p:   # the whole certificate, as every door of the store
         why = intrinsic_problem(cert)
         if why:
             p.append(f"certificate: {why}")
     return list(dict.fromkeys(p))
+
+
+def _dist_of(file: str) -> str:
+    """The distribution a wheel's or sdist's file name names (its text before the version:
+    a wheel's first field, an sdist's part before its last '-')."""
+    if file.endswith(".whl"):
+        return file.split("-", 1)[0]
+    stem = file.removesuffix(".tar.gz").removesuffix(".zip")
+    return stem.rsplit("-", 1)[0]
 
 
 def _top_key(err) -> str:
@@ -216,6 +252,20 @@ class _LongNumber(ValueError):
     pass
 
 
+class _Twice(ValueError):
+    pass
+
+
+def _once(pairs: list) -> dict:
+    """A JSON object whose keys are each given once: with two, json keeps the last, and a
+    reviewer reading the first would approve what is not used."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        raise _Twice(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
 def _short_int(digits: str) -> int:
     # Python refuses to convert more than 4,300 digits, with a ValueError and no line.
     if len(digits) > 64:
@@ -226,22 +276,35 @@ def _short_int(digits: str) -> int:
 def parse_lock(text: str, name: str) -> dict:
     """A lock file's content, or InputError naming every problem with file:line."""
     try:
-        data = json.loads(text, parse_int=_short_int)
+        data = json.loads(text, parse_int=_short_int, object_pairs_hook=_once)
     except json.JSONDecodeError as e:
         raise InputError(f"not a valid lock file: {e.msg} (column {e.colno})", file=name,
                          line=e.lineno) from None
     except _LongNumber as e:
         raise InputError("not a valid lock file: a number longer than 64 digits", file=name,
                          line=_line_of(text, e.args[0])) from None
+    except _Twice as e:
+        key = json.dumps(e.args[0])
+        first = text.find(key)
+        raise InputError(f"not a valid lock file: the key {key[:60]} is given twice in one "
+                         f"object", file=name, line=_line_of(text[first + 1:], key) and
+                         text.count("\n", 0, text.find(key, first + 1)) + 1) from None
     except RecursionError:
         raise InputError("not a valid lock file: nested too deeply", file=name,
                          line=1) from None
     found = errors(data, LOCK)
+    if isinstance(data, dict) and type(data.get("lock_version")) is not int \
+            and "lock_version" in data and not found:   # 1.0 equals 1 to a schema
+        raise InputError(f"lock_version {str(data['lock_version'])[:20]} is not supported "
+                         f"(this envgen reads {LOCK_VERSION})", file=name,
+                         line=_line_of(text, '"lock_version"'))
     if found:   # the first key's problem, at its line (a missing key's at line 1)
         e = min(found, key=lambda e: [*LOCK["properties"]].index(_top_key(e)))
         where = list(e.absolute_path)
+        if e.validator == "additionalProperties":   # the first unknown key's own line
+            where = sorted(set(e.instance) - set(LOCK["properties"]))[:1]
         raise InputError(_said(e, LOCK)[0], file=name,
-                         line=_line_of(text, json.dumps(where[0])) if where else 1)
+                         line=(_line_of(text, json.dumps(where[0])) or 1) if where else 1)
     problems = []
     for stack, entry in data["stacks"].items():
         shown = repr(stack)[:60]
@@ -266,6 +329,9 @@ def read_lock(path: str | Path) -> dict:
     except FileNotFoundError:
         raise InputError("no such lock file (create one with `envgen lock`)",
                          file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the lock file: {e}", file=str(path)) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not a valid lock file: not UTF-8 text (byte 0x{e.object[e.start]:02x})",
+                         file=str(path), line=e.object[:e.start].count(b"\n") + 1) from None
+    except OSError as e:
+        raise InputError(f"cannot read the lock file: {e.strerror or e}", file=str(path)) from None
     return parse_lock(text, str(path))

@@ -39,7 +39,8 @@ def sentence(err, schema: dict) -> str:
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(known))
-        return (f"unknown key {', '.join(_shown(k) for k in extra)} (known: "
+        more = f" and {len(extra) - 5} more" if len(extra) > 5 else ""   # one short line
+        return (f"unknown key {', '.join(_shown(k) for k in extra[:5])}{more} (known: "
                 f"{', '.join(known)})")
     if err.validator in ("anyOf", "oneOf") and err.context:
         # the branch of the value's own type says why (a string's pattern, not "not an object")

@@ -74,6 +74,18 @@ def _loader():
                                "out)", event.start_mark)
             return super().compose_node(parent, index)
 
+        def construct_object(self, node, deep=False):
+            try:
+                return super().construct_object(node, deep)
+            except (ValueError, OverflowError, TypeError, AttributeError, KeyError) as e:
+                # a scalar its tag cannot hold: `!!int abc`, a date like 2001-13-45 (and
+                # `!!timestamp x`, which PyYAML's constructor fails on with AttributeError)
+                tag = str(node.tag).rsplit(":", 1)[-1]
+                value = node.value if isinstance(node.value, str) else "..."
+                why = f" ({e})" if isinstance(e, ValueError) else ""
+                raise _Located(f"{value[:40]!r} is not a valid {tag}{why}",
+                               node.start_mark) from None
+
         def construct_mapping(self, node, deep=False):
             if not isinstance(node, yaml.MappingNode):
                 raise _Located("expected a mapping", node.start_mark)

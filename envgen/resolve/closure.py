@@ -312,6 +312,8 @@ def uv_binary() -> str:
 
 def _uv_env() -> dict:
     env = dict(os.environ)
+    if os.environ.get("ENVGEN_NETRC") and "NETRC" not in env:   # a private index's login
+        env["NETRC"] = os.environ["ENVGEN_NETRC"]
     ca = os.environ.get("PIP_CERT") or (CA_BUNDLE if os.path.exists(CA_BUNDLE) else None)
     if ca and "SSL_CERT_FILE" not in env:
         env["SSL_CERT_FILE"] = ca

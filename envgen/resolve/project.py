@@ -162,7 +162,11 @@ def load(path: Path) -> Project:
     reqs = tuple(_requirements(doc, "requirements", items, bad, line))
     cons = tuple(_requirements(doc, "constraints", items, bad, line))
     indexes, index_lines = items("indexes")
+    from ..core.logins import has_login, refusal
     for i, url in enumerate(indexes):
+        if isinstance(url, str) and has_login(url):
+            bad(refusal("indexes entry", url),
+                index_lines[i] if i < len(index_lines) else line("indexes"))
         if not isinstance(url, str) or not re.fullmatch(r"https://[A-Za-z0-9._~:/@%+-]{1,500}",
                                                         url):
             bad(f"indexes entry {shown(url)} must be an https URL of a package index",
@@ -201,6 +205,9 @@ def _requirements(doc, key: str, items, bad, line) -> list[str]:
         except InvalidRequirement as e:
             bad(f"{key} entry {shown(item)} is not a requirement "
                 f"({str(e).splitlines()[0][:100]})", at)
+        from ..core.logins import has_login, refusal
+        if req.url and has_login(req.url.removeprefix("git+")):
+            bad(refusal(f"{key} entry's URL", req.url), at)
         if req.url and not (_pinned_git(req.url) or _pinned_file(req.url)):
             bad(f"{key} entry {shown(item)}: envgen builds requirements from a package index "
                 f"with their sha256, git references pinned to a commit "

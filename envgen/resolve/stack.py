@@ -38,6 +38,37 @@ class Host:
     platform: str | None = None   # linux/amd64 | linux/arm64 (None: amd64 unless a GPU says)
 
 
+_HOSTNAME = (r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+             r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def mirror_problem(url: str) -> str | None:
+    """Why `url` cannot be the PyPI mirror of --sources (None: it can): https (http only on
+    this machine's loopback), a host name, a port that is one, a plain path, no login."""
+    import re
+    import urllib.parse
+
+    from ..core.logins import has_login, refusal
+    if has_login(url):
+        return refusal("the mirror", url)
+    if len(url) > 300 or not re.fullmatch(r"https?://[A-Za-z0-9._~:/%+\[\]-]+", url):
+        return (f"{url[:80]!r} must be auto, pypi, index or the https URL of a PyPI mirror "
+                f"(https://HOST/simple)")
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        parts.port
+    except ValueError:
+        return f"the mirror {url[:80]!r} names a port that is none (1 to 65535)"
+    if not (re.fullmatch(_HOSTNAME, host) or host == "::1"):
+        return f"the mirror {url[:80]!r} names no host name envgen can reach"
+    if parts.scheme == "http" and host not in LOOPBACK:
+        return (f"the mirror {url[:80]!r} is plain http: envgen fetches wheels over https (http "
+                f"only from this machine's loopback)")
+    return None
+
+
 def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
                     sources=None, platform=None) -> Host:
     """Validate CLI flags into a Host (bad values are InputErrors)."""
@@ -61,9 +92,10 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
     if python is not None and not re.match(r"^3\.[0-9]{1,2}$", python):
         raise InputError(f"--python {python!r} is not a Python version like 3.11")
     sources = sources or "auto"
-    if sources not in POLICIES and not re.match(r"^https?://[A-Za-z0-9._~:/@%+-]+$", sources):
-        raise InputError(f"--sources {sources!r} must be auto, pypi, index or an https URL "
-                         f"of a PyPI mirror")
+    if sources not in POLICIES:
+        why = mirror_problem(sources)
+        if why is not None:
+            raise InputError(f"--sources: {why}")
     return Host(driver=driver, gpu=g, cc=cc or (g.cc if g else None), python=python,
                 sources=sources, platform=platform)
 

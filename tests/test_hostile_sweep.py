@@ -1,0 +1,115 @@
+"""What a hostile-input sweep of the lock, the YAML files and the flags found, each now one
+sentence with its file:line and exit 2: a lock's key given twice (JSON keeps the last, a
+reviewer reads the first), an unknown top-level key, an entry named for another stack, a
+package pinned twice or to another package's file, lock_version 1.0, a lock of more stacks
+than a verify can check in minutes, a verify of no stack at all; a YAML scalar its tag
+cannot hold; a --sources mirror with a login, a bad port, a host that is none, or plain
+http. Offline."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_hostile_lock import lock_text, write
+
+from envgen.core.errors import EnvgenError, InputError
+from envgen.lock.read import MAX_STACKS, parse_lock
+from envgen.lock.write import read_lock
+
+
+def _twice(text: str, key: str, value: str) -> str:
+    at = text.index(f'"{key}"')
+    return text[:at] + f'"{key}": {value},\n' + text[at:]
+
+
+def test_a_key_given_twice_is_refused_at_its_second_line(tmp_path):
+    text = json.dumps(lock_text(), indent=2)
+    for key, value in (("tag", '"--evil"'), ("lock_version", "1")):
+        bad = _twice(text, key, value)
+        with pytest.raises(InputError) as e:
+            parse_lock(bad, "envgen.lock")
+        assert f'the key "{key}" is given twice' in e.value.message
+        second = bad.index(f'"{key}"', bad.index(f'"{key}"') + 1)
+        assert e.value.line == bad.count("\n", 0, second) + 1
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda d: d.update(foo=1), "the lock file: unknown key 'foo'"),
+    (lambda d: d.update(lock_version=1.0), "lock_version 1.0 is not supported"),
+    (lambda d: d["stacks"].update(other=d["stacks"].pop("pytorch-cu121")),
+     "the entry holds the stack 'pytorch-cu121', not 'other'"),
+    (lambda d: d["stacks"]["pytorch-cu121"]["requirements"].append(
+        dict(d["stacks"]["pytorch-cu121"]["requirements"][0], version="1.15.0")),
+     "six is pinned twice"),
+    (lambda d: d["stacks"]["pytorch-cu121"]["requirements"][0].update(
+        file="evil-9.9-py3-none-any.whl"), "is not a file of six"),
+    (lambda d: d["stacks"]["pytorch-cu121"]["requirements"][0].update(url="x"),
+     "requirements[0]: unknown key 'url'"),
+    (lambda d: d["stacks"]["pytorch-cu121"]["image"].update(tag="--foo"),
+     "image.tag is not an image tag"),
+])
+def test_a_lock_that_says_one_thing_and_means_another_is_refused(tmp_path, change, words):
+    data = lock_text()
+    change(data)
+    with pytest.raises(InputError) as e:
+        read_lock(write(tmp_path, data))
+    assert words in e.value.message, e.value.message
+    assert "more problem" not in e.value.message   # one value, one sentence
+
+
+def test_a_lock_of_more_stacks_than_a_verify_can_check_is_refused_fast(tmp_path):
+    import time
+    data = lock_text()
+    entry = data["stacks"].pop("pytorch-cu121")
+    data["stacks"] = {f"s{i}": entry for i in range(MAX_STACKS + 1)}
+    path = write(tmp_path, data)
+    start = time.monotonic()
+    with pytest.raises(InputError, match=f"at most {MAX_STACKS}"):
+        read_lock(path)
+    assert time.monotonic() - start < 10
+
+
+def test_a_verify_of_a_lock_with_no_stack_is_not_a_pass(tmp_path, capsys):
+    from envgen.cli import main
+    data = lock_text()
+    data["stacks"] = {}
+    path = write(tmp_path, data)
+    assert main(["verify", str(path), "--no-pull"]) == 2
+    assert "nothing to verify" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value,words", [
+    ("!!int abc", "'abc' is not a valid int"), ("!!float x", "'x' is not a valid float"),
+    ("2001-13-45", "'2001-13-45' is not a valid timestamp"),
+    ("!!timestamp x", "'x' is not a valid timestamp"), ("!!bool maybe", "not a valid bool"),
+])
+def test_a_yaml_scalar_its_tag_cannot_hold_is_one_sentence(value, words):
+    from envgen.matrix.yamlfile import load_text
+    with pytest.raises(EnvgenError) as e:
+        load_text(f"a: 1\nb: {value}\n", "fleet.yaml")
+    assert e.value.exit_code == 2 and words in e.value.message
+    assert (e.value.file, e.value.line) == ("fleet.yaml", 2)
+
+
+@pytest.mark.parametrize("url,words", [
+    ("https://user:pw@mirror.example.test/simple", "carries a login"),
+    ("https://mirror.example.test:99999/simple", "names a port that is none"),
+    ("https://-x/simple", "names no host name"),
+    ("http://mirror.example.test/simple", "plain http"),
+    ("https://" + "a" * 5000, "must be auto, pypi, index"),
+])
+def test_a_mirror_that_cannot_be_one_is_refused_at_the_flag(url, words):
+    from envgen.matrix import load_matrix
+    from envgen.resolve.stack import host_from_flags
+    with pytest.raises(InputError) as e:
+        host_from_flags(load_matrix(), sources=url)
+    assert words in e.value.message and "pw" not in e.value.message
+
+
+@pytest.mark.parametrize("url", ["https://mirror.example.test/simple",
+                                 "http://127.0.0.1:3141/root/pypi/+simple",
+                                 "https://[::1]:8443/simple"])
+def test_a_mirror_that_is_one_is_taken(url):
+    from envgen.matrix import load_matrix
+    from envgen.resolve.stack import host_from_flags
+    assert host_from_flags(load_matrix(), sources=url).sources == url
