@@ -113,3 +113,36 @@ def test_a_mirror_that_is_one_is_taken(url):
     from envgen.matrix import load_matrix
     from envgen.resolve.stack import host_from_flags
     assert host_from_flags(load_matrix(), sources=url).sources == url
+
+
+def test_a_certificate_store_edited_by_hand_says_what_it_passed_over(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A file cut short or put there by something else is never read as a certificate,
+    and no longer passed over in silence: list names it, show says why it found none."""
+    from envgen.cli import main
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / f"{'a' * 64}.json").write_text("{")
+    (tmp_path / "certs" / "b.json").write_text("[]")
+    assert main(["certs", "list"]) == 0
+    err = capsys.readouterr().err
+    assert f"{'a' * 64}.json: cannot be read" in err and "b.json: not a certificate" in err
+    assert main(["certs", "show", "aaaa"]) == 2
+    assert "2 file(s) of the store could not be read" in capsys.readouterr().err
+
+
+def test_a_fleet_state_file_that_is_not_envgens_is_one_sentence_with_its_line(tmp_path):
+    from envgen.fleet.slurm import TASKS_SCHEMA, _read_json
+    p = tmp_path / "tasks.json"
+    p.write_text('{\n  "tasks": [,]\n}\n')
+    with pytest.raises(InputError) as e:
+        _read_json(p, None, TASKS_SCHEMA)
+    assert e.value.line == 2 and "not JSON (" in e.value.message
+    p.write_text("[" * 100_000)
+    with pytest.raises(InputError, match="nested too deeply"):
+        _read_json(p, None, TASKS_SCHEMA)
+    p.unlink()
+    (tmp_path / "elsewhere.json").write_text("{}")
+    p.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(InputError, match="a symbolic link"):
+        _read_json(p, None, TASKS_SCHEMA)

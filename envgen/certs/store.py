@@ -100,6 +100,28 @@ def _read(p: Path) -> dict | None:
     return c if readable(c) else None
 
 
+def passed_over() -> list[str]:
+    """What the store holds that is no certificate it can show, each as `NAME: why` (a
+    file cut short, edited by hand, or put there by something else): said beside a list,
+    never read as a certificate."""
+    d = state.certs_dir()
+    if d.exists() and not d.is_dir():
+        return [f"{d} is not a folder, so no certificate is stored or read"]
+    out = []
+    for p in sorted(d.glob("*.json")) + sorted(d.glob(f"{HISTORY}/*/*.json")) \
+            if d.is_dir() else []:
+        try:
+            c = json.loads(read_regular(p, MAX_BYTES))
+        except (OSError, ValueError, RecursionError, InputError) as e:
+            why = getattr(e, "strerror", None) or getattr(e, "message", None) or \
+                getattr(e, "msg", None) or type(e).__name__   # JSONDecodeError's msg
+            out.append(f"{p.relative_to(d)}: cannot be read ({str(why)[:80]})")
+            continue
+        if not readable(c):
+            out.append(f"{p.relative_to(d)}: not a certificate envgen wrote")
+    return out
+
+
 def _newest_first(certs) -> list[dict]:
     return sorted(certs, key=lambda c: (c.get("created", ""), content_id(c)), reverse=True)
 
@@ -216,7 +238,10 @@ def find(image: str, content: str | None = None) -> dict:
                if (by_id and c["image_id"].removeprefix("sha256:").startswith(key))
                or image in c.get("image_tags", [])]
     if not matches:
-        raise InputError(f"no certificate for {image!r} (see `envgen certs list`)")
+        skipped = passed_over()
+        more = (f"; {len(skipped)} file(s) of the store could not be read as certificates "
+                f"(`envgen certs list` names them)") if skipped else ""
+        raise InputError(f"no certificate for {image!r} (see `envgen certs list`){more}")
     if len({c["image_id"] for c in matches}) > 1:
         ids = ", ".join(sorted({c["image_id"][7:19] for c in matches}))
         raise InputError(f"{image!r} names more than one certified image ({ids}); give "

@@ -105,6 +105,11 @@ def run(args) -> int:
             _show(cert)
         return 0
     rows = certs.load_history() if args.history else certs.load_all()
+    skipped = certs.passed_over()
+    for line in skipped[:5]:   # a store edited by hand says so, beside what it lists
+        print(f"envgen: note: certificate store: {line} (passed over)", file=sys.stderr)
+    if len(skipped) > 5:
+        print(f"envgen: note: and {len(skipped) - 5} more such files", file=sys.stderr)
     if args.json:
         keys = ("image_id", "image_tags", "level", "passed", "created")
         runs = certs.runs_by_key()

@@ -206,12 +206,20 @@ def _read_json(path: Path, default, schema: dict):
     from jsonschema import Draft202012Validator
 
     from ..core.files import read_regular
+    if path.is_symlink():   # envgen writes a regular file there: a link is someone else's
+        raise InputError("not envgen's fleet state: a symbolic link", file=str(path))
     try:
         doc = json.loads(read_regular(path, MAX_STATE, "fleet state file"))
     except FileNotFoundError:
         return default
-    except (ValueError, RecursionError) as e:
-        raise InputError(f"not envgen's fleet state: {' '.join(str(e).split())[:200]}",
+    except json.JSONDecodeError as e:
+        raise InputError(f"not envgen's fleet state: not JSON ({e.msg})", file=str(path),
+                         line=e.lineno) from None
+    except UnicodeDecodeError as e:
+        raise InputError("not envgen's fleet state: not UTF-8 text", file=str(path),
+                         line=e.object[:e.start].count(b"\n") + 1) from None
+    except (ValueError, RecursionError):
+        raise InputError("not envgen's fleet state: nested too deeply or not JSON",
                          file=str(path)) from None
     except OSError as e:
         raise EnvironmentMissing(f"cannot read it: {e.strerror or e}", file=str(path)) from None
