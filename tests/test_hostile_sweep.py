@@ -146,3 +146,20 @@ def test_a_fleet_state_file_that_is_not_envgens_is_one_sentence_with_its_line(tm
     p.symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(InputError, match="a symbolic link"):
         _read_json(p, None, TASKS_SCHEMA)
+
+
+def test_a_lock_problem_is_told_at_its_own_key_not_a_same_named_one_deeper_in(tmp_path):
+    """The stacks first and `created` last: its line, not the certificate's "created"."""
+    data = lock_text()
+    data = {"stacks": data["stacks"], "lock_version": 1, "matrix_sha256": "x",
+            "created": "--bad"}
+    text = json.dumps(data, indent=2)
+    with pytest.raises(InputError) as e:
+        parse_lock(text, "envgen.lock")
+    assert e.value.line == text.count("\n", 0, text.index('"created": "--bad"')) + 1
+    data["created"] = "2026-12-01T00:00:00Z"
+    data["stacks"] = {"pytörch": data["stacks"]["pytorch-cu121"]}
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    with pytest.raises(InputError) as e:
+        parse_lock(text, "envgen.lock")
+    assert e.value.line == 2 + 1   # the stack's own line, under "stacks" on line 2

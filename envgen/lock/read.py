@@ -28,6 +28,29 @@ def _line_of(text: str, needle: str) -> int | None:
     return text.count("\n", 0, i) + 1 if i >= 0 else None
 
 
+_TOKEN_RE = None
+
+
+def _key_line(text: str, key: str, depth: int) -> int | None:
+    """The line of `key` as a key of an object `depth` levels in (1: the file's own keys,
+    2: a stack's name under "stacks"), not a same-named key deeper in (a certificate's
+    "created"): strings and brackets are walked once, a string that a ':' follows at that
+    depth is a key."""
+    import re
+    global _TOKEN_RE
+    _TOKEN_RE = _TOKEN_RE or re.compile(r'"(?:\\.|[^"\\])*"\s*:?|[{}\[\]]')
+    level, want = 0, {json.dumps(key), json.dumps(key, ensure_ascii=False)}
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            level += 1
+        elif tok in "}]":
+            level -= 1
+        elif level == depth and tok.endswith(":") and tok[:-1].rstrip() in want:
+            return text.count("\n", 0, m.start()) + 1
+    return None
+
+
 def _whole(pattern) -> str:
     return f"^(?:{pattern.pattern})$"
 
@@ -304,11 +327,11 @@ def parse_lock(text: str, name: str) -> dict:
         if e.validator == "additionalProperties":   # the first unknown key's own line
             where = sorted(set(e.instance) - set(LOCK["properties"]))[:1]
         raise InputError(_said(e, LOCK)[0], file=name,
-                         line=(_line_of(text, json.dumps(where[0])) or 1) if where else 1)
+                         line=(_key_line(text, where[0], 1) or 1) if where else 1)
     problems = []
     for stack, entry in data["stacks"].items():
         shown = repr(stack)[:60]
-        line = _line_of(text, json.dumps(stack) + ":") or _line_of(text, '"stacks"')
+        line = _key_line(text, stack, 2) or _key_line(text, "stacks", 1)
         for what in entry_problems(stack, entry):
             problems.append(MatrixError(message=f"stack {shown}: {what}", file=name,
                                         line=line))
