@@ -163,3 +163,14 @@ def test_a_lock_problem_is_told_at_its_own_key_not_a_same_named_one_deeper_in(tm
     with pytest.raises(InputError) as e:
         parse_lock(text, "envgen.lock")
     assert e.value.line == 2 + 1   # the stack's own line, under "stacks" on line 2
+
+
+def test_a_private_indexs_login_reaches_the_resolver_through_envgen_netrc(monkeypatch):
+    """Logins are refused in URLs; the one place they go is ENVGEN_NETRC, which uv reads
+    as NETRC when it resolves (a NETRC of the user's own is left as it is)."""
+    from envgen.resolve.closure import _uv_env
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.setenv("ENVGEN_NETRC", "/run/secrets/netrc")
+    assert _uv_env()["NETRC"] == "/run/secrets/netrc"
+    monkeypatch.setenv("NETRC", "/home/me/.netrc")
+    assert _uv_env()["NETRC"] == "/home/me/.netrc"

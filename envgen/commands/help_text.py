@@ -27,7 +27,8 @@ ENVIRONMENT = {
     "ENVGEN_BUILD_IDLE_TIMEOUT": "seconds a build may print nothing before it is stopped "
                                  "(default 1800)",
     "ENVGEN_BUILD_NETWORK": "the network of the build's containers: default, host or none",
-    "ENVGEN_NETRC": "a netrc file for index credentials, passed to pip as a BuildKit secret",
+    "ENVGEN_NETRC": "a netrc file for index logins: uv reads it when resolving, and each "
+                    "build mounts it as a BuildKit secret (never in a layer)",
     "ENVGEN_PYPI_SIMPLE": "the simple index that closures and locks are checked against "
                           "(default https://pypi.org/simple)",
     "ENVGEN_DEBIAN_MIRROR": "the Debian mirror a local base is made from; it must serve the "
