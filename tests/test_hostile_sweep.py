@@ -174,3 +174,28 @@ def test_a_private_indexs_login_reaches_the_resolver_through_envgen_netrc(monkey
     assert _uv_env()["NETRC"] == "/run/secrets/netrc"
     monkeypatch.setenv("NETRC", "/home/me/.netrc")
     assert _uv_env()["NETRC"] == "/home/me/.netrc"
+
+
+def test_two_projects_pinning_one_version_from_two_files_are_two_closures():
+    """The closure a project's render finds is keyed by where its pins' files come from: a
+    second project (or a rebuilt wheel) pinning mypkg==1.0 from other bytes rendered the
+    first one's sha256 beside the second one's file."""
+    from envgen.core.model import ProjectLayer
+    from envgen.matrix import load_matrix
+    from envgen.resolve.closure import inputs_for, key_of
+    from envgen.resolve.spec import parse_spec
+    from envgen.resolve.stack import Host, resolve
+    m = load_matrix()
+    plain = resolve(m, parse_spec("pytorch-cu121", m), Host())
+
+    def key(**layer):
+        st = plain.replace(packages=plain.packages + (("mypkg", "1.0"),),
+                           project=ProjectLayer(name="p", pip=(("mypkg", "1.0"),), **layer))
+        return key_of(inputs_for(st, resolve=False))
+    a = key(requirements=(f"mypkg @ file:///a/mypkg-1.0-py3-none-any.whl#sha256={'a' * 64}",))
+    b = key(requirements=(f"mypkg @ file:///a/mypkg-1.0-py3-none-any.whl#sha256={'b' * 64}",))
+    g = key(requirements=(f"mypkg @ git+https://h.example/r.git@{'c' * 40}",))
+    i = key(requirements=("mypkg==1.0",), indexes=("https://pkgs.example.test/simple",))
+    plain_pin = key(requirements=("mypkg==1.0",))
+    assert len({a, b, g, i, plain_pin}) == 5
+    assert plain_pin == key()   # a pin from the stack's own index keeps the key it had

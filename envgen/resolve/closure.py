@@ -78,6 +78,14 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
                                               if canonical_name(p.name) not in own)})
         extra = {"project": {"over": plain.key, "apt": list(stack.project.apt),
                              "snapshot": stack.base.snapshot}}
+        # where a pin's file comes from when not from the stack's index by its name and
+        # version: a file or git reference (its sha256 or commit in the line) or another
+        # index. Two projects pinning mypkg==1.0 from two different files are two closures.
+        sources = sorted(r for r in stack.project.requirements if " @ " in r)
+        if sources:
+            extra["project"]["from"] = sources
+        if stack.project.indexes:
+            extra["project"]["indexes"] = list(stack.project.indexes)
     elif stack.builds_on:
         base = base_closure(stack, resolve)
         loose = {*stack.addons, *stack.unpinned}   # resolved anew, in the add-ons' layer
