@@ -199,3 +199,42 @@ def test_two_projects_pinning_one_version_from_two_files_are_two_closures():
     plain_pin = key(requirements=("mypkg==1.0",))
     assert len({a, b, g, i, plain_pin}) == 5
     assert plain_pin == key()   # a pin from the stack's own index keeps the key it had
+
+
+def test_a_file_the_teams_line_names_that_uv_cannot_read_is_bad_input_at_that_line():
+    """A wheel whose METADATA names another package, an sdist that is no gzip: exit 2 at
+    the team's line, not exit 3 as if the index were away."""
+    from envgen.commands.init import _file_sentence
+    from envgen.core.errors import EnvironmentMissing
+    from envgen.intake.model import Intake, Wanted
+    w = Wanted(text="mypkg @ file:///x/mypkg-1.0-py3-none-any.whl#sha256=" + "a" * 64,
+               name="mypkg", file="requirements.txt", line=3, kind="path")
+    intake = Intake(path="requirements.txt", kind="requirements file", requirements=(w,))
+    e = _file_sentence(EnvironmentMissing(
+        "uv could not resolve from https://pypi.org/simple: error: Package metadata name "
+        "`requests` does not match given name `mypkg`"), intake)
+    assert isinstance(e, InputError) and (e.file, e.line) == ("requirements.txt", 3)
+    assert "mypkg: the file this line names cannot be used" in e.message
+    index = Wanted(text="mypkg==1.0", name="mypkg", file="requirements.txt", line=3)
+    assert _file_sentence(EnvironmentMissing("uv could not resolve from x: error: mypkg"),
+                          Intake(path="r", kind="k", requirements=(index,))) is None
+
+
+def test_an_sdist_uv_builds_to_read_writes_nothing_beside_the_team(tmp_path, monkeypatch):
+    """uv runs in its throw-away folder (cwd and PWD): what a setup.py it builds writes
+    beside itself is removed with that folder, never left in the project."""
+    import subprocess
+
+    import envgen.resolve.closure as cl
+    seen = {}
+
+    def run(argv, **kw):
+        if "compile" in argv:
+            seen.update(cwd=kw.get("cwd"), pwd=kw["env"].get("PWD"))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.chdir(tmp_path)
+    cl.compile_pins({"requirements": ["x"], "constraints": [], "python": "3.11",
+                     "platform": "manylinux_2_36_x86_64", "index_url": None}, uv="uv")
+    assert seen["cwd"] == seen["pwd"] and "envgen-closure-" in seen["cwd"]
+    assert list(tmp_path.iterdir()) == []

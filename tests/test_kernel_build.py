@@ -126,6 +126,12 @@ def test_the_compiler_is_the_one_nvidias_metapackage_names_for_the_stacks_cuda()
     assert k.compiler_requirements(stack("13.0"), alone)[:3] == [
         "nvidia-cuda-nvcc==13.0.96", "nvidia-nvvm==13.0.96", "nvidia-cuda-crt==13.0.96"]
     assert k.compiler_requirements(stack("13.0"), []) == []
+    # torch 2.15 (cu132) holds CCCL 13.3.5 while cuda-toolkit 13.2.2[cccl] asks 13.2.86:
+    # the closure's headers stay, or the kernel tools have no resolution at all
+    cu132 = [Pin("cuda-toolkit", "13.2.2"), Pin("nvidia-cuda-cccl", "13.3.5.0.6"),
+             Pin("nvidia-cuda-runtime", "13.2.86")]
+    assert k.compiler_requirements(stack("13.2"), cu132) == [
+        "cuda-toolkit[nvcc,crt,nvvm]==13.2.2"]
 
 
 def test_the_arch_list_is_the_targets_else_the_frameworks_own_with_ptx_last():

@@ -96,7 +96,8 @@ def from_file(args, m, path: Path) -> int:
         except Unsatisfiable as e:
             raise _sentence(e, intake, stack, args.verbose) from None
         except EnvironmentMissing as e:
-            raise _kernel_sentence(e, intake, args.verbose, stack) or e from None
+            raise _kernel_sentence(e, intake, args.verbose, stack) or \
+                _file_sentence(e, intake) or e from None
         except InputError as e:   # a CUDA-kernel sdist this stack cannot compile
             w = next((w for w in intake.requirements
                       if w.name == getattr(e, "package", None)), None)
@@ -200,11 +201,33 @@ def _sentence(e, intake, stack, verbose: bool):
     head = f"{named[0].text} cannot be installed over {stack.framework_package} " \
         f"{stack.version} ({stack.variant}) on Python {stack.python}" if named else \
         f"the requirements cannot be installed over {stack.stack} on Python {stack.python}"
-    msg = f"{head}: {short}; loosen that pin, or choose another --python"
+    w = named[0] if named else None
+    broken = w is not None and w.kind in ("path", "url", "git") and re.search(
+        r"invalid package format|failed to (read|extract|build)", short, re.I)
+    msg = f"{head}: {short}; " + ("fix or replace that file" if broken else
+                                  "loosen that pin, or choose another --python")
     if verbose:
         msg += f" (uv: {reason})"
     w = named[0] if named else None
     return Unsatisfiable(msg, file=w.file if w else intake.path, line=w.line if w else None)
+
+
+def _file_sentence(e, intake):
+    """uv could not read or build a file the team's own line names (a wheel or sdist by
+    path or URL, a git reference's archive): bad input at that line (exit 2), not the
+    index being away; None for any other failure."""
+    text = e.message
+    if "uv could not resolve" not in text:
+        return None
+    named = [w for w in intake.requirements if w.kind in ("path", "url", "git") and re.search(
+        rf"(?<![A-Za-z0-9_.-]){re.escape(w.name)}(?![A-Za-z0-9_-])",
+        text.lower().replace("_", "-"))]
+    if not named:
+        return None
+    w = named[0]
+    reason = text.split("error: ", 1)[-1]
+    return InputError(f"{w.name}: the file this line names cannot be used: "
+                      f"{' '.join(reason.split())[:300]}", file=w.file, line=w.line)
 
 
 def _kernel_sentence(e, intake, verbose: bool, stack=None):

@@ -81,13 +81,16 @@ def modules_of_wheel(url: str) -> list[str]:
         return _wheel_modules(z)
 
 
+TOP_LEVEL_MAX = 1 << 20
+
+
 def _wheel_modules(z: zipfile.ZipFile) -> list[str]:
     """A wheel's top-level modules: its top_level.txt, else the folders and .py files at
     its root (not its .dist-info or .data)."""
     names = z.namelist()
     top = next((n for n in names if n.endswith(".dist-info/top_level.txt")
-                and n.count("/") == 1), None)
-    if top:
+                and n.count("/") == 1 and z.getinfo(n).file_size <= TOP_LEVEL_MAX), None)
+    if top:   # a few names: one over 1 MiB (a bomb of gigabytes) is passed over, not read
         found = z.read(top).decode("utf-8", "replace").split()
     else:
         found = []
@@ -216,15 +219,18 @@ def modules_of_archive(data: bytes, is_zip: bool, name: str | None = None) -> li
     looked for one or two folders deeper: found, it is read, not guessed."""
     import tarfile
     if is_zip:
-        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-        read = zipfile.ZipFile(io.BytesIO(data)).read
+        z = zipfile.ZipFile(io.BytesIO(data))
+        names = z.namelist()
+
+        def read(n):   # over 1 MiB (a bomb): read as empty
+            return z.read(n) if z.getinfo(n).file_size <= TOP_LEVEL_MAX else b""
     else:
         tar = tarfile.open(fileobj=io.BytesIO(data))
         names = tar.getnames()
 
         def read(n):   # a link or folder reads empty: its target is not followed
             m = tar.getmember(n)
-            f = tar.extractfile(m) if m.isfile() else None
+            f = tar.extractfile(m) if m.isfile() and m.size <= TOP_LEVEL_MAX else None
             return f.read() if f else b""
     top = next((n for n in names if n.endswith(".egg-info/top_level.txt")), None)
     if top:

@@ -381,8 +381,10 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
                   ("--extra-index-url", x)),
                 *(a for x in inputs.get("find_links", ()) for a in ("--find-links", x))]
         try:
+            # in the throw-away folder: an sdist uv builds to read its metadata runs its own
+            # setup.py, and what that writes beside itself goes with the folder
             r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                               env=_uv_env())
+                               env={**_uv_env(), "PWD": tmp}, cwd=tmp)
         except subprocess.TimeoutExpired:
             raise EnvironmentMissing(f"uv did not resolve within {timeout} s (is {index} "
                                      f"reachable?)") from None

@@ -107,7 +107,8 @@ def _version(name: str, repo: str, commit: str, git_dir: str) -> str:
     try:
         text = _git("show", f"{commit}:pyproject.toml", cwd=git_dir)
         import tomllib
-        v = (tomllib.loads(text).get("project") or {}).get("version")
+        project = tomllib.loads(text).get("project")
+        v = project.get("version") if isinstance(project, dict) else None
     except (InputError, ValueError):
         v = None
     if not isinstance(v, str):

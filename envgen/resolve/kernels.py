@@ -99,9 +99,11 @@ def _pyproject_dependencies(text: str | None) -> list[str] | None:
         project = tomllib.loads(text or "").get("project") or {}
     except (ImportError, ValueError, AttributeError):   # TOMLDecodeError is a ValueError
         return None
-    deps = project.get("dependencies") if isinstance(project, dict) else None
-    if "dependencies" in (project.get("dynamic") or []) or not isinstance(deps, list) or \
-            not all(isinstance(d, str) for d in deps):
+    if not isinstance(project, dict):
+        return None
+    deps, dynamic = project.get("dependencies"), project.get("dynamic") or []
+    if not isinstance(dynamic, list) or "dependencies" in dynamic or \
+            not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         return None
     return deps
 
@@ -111,7 +113,7 @@ def _install_requires(text: str | None) -> list[str] | None:
     import ast
     try:
         tree = ast.parse(text or "")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):   # too deep to parse
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "setup" or
@@ -180,7 +182,13 @@ def compiler_requirements(stack: Stack, pins) -> list[str]:
     parts; without one in the closure, each part at the CUDA runtime's own version."""
     have = {canonical_name(p.name): p.version for p in pins}
     if "cuda-toolkit" in have:
-        return [f"cuda-toolkit[{COMPILER_EXTRAS}]=={have['cuda-toolkit']}"]
+        # CCCL's headers the closure holds already stay as they are: torch 2.15 (cu132)
+        # brings nvidia-cuda-cccl 13.3.5.0.6 while cuda-toolkit 13.2.2[cccl] asks for
+        # 13.2.86.*, which no resolution can give both (the headers serve 13.x nvcc alike:
+        # inferred from CCCL's support of the current and previous CUDA releases)
+        extras = [e for e in COMPILER_EXTRAS.split(",")
+                  if not (e == "cccl" and "nvidia-cuda-cccl" in have)]
+        return [f"cuda-toolkit[{','.join(extras)}]=={have['cuda-toolkit']}"]
     runtime = have.get("nvidia-cuda-runtime")
     if runtime is None:
         return []
