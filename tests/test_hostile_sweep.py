@@ -238,3 +238,25 @@ def test_an_sdist_uv_builds_to_read_writes_nothing_beside_the_team(tmp_path, mon
                      "platform": "manylinux_2_36_x86_64", "index_url": None}, uv="uv")
     assert seen["cwd"] == seen["pwd"] and "envgen-closure-" in seen["cwd"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_git_reference_to_a_commit_the_repo_lacks_says_so(tmp_path, monkeypatch):
+    """Before, its files read as missing and the sentence blamed a computed version; a repo
+    that is none gave the tail of git's advice ('and the repository exists.')."""
+    import subprocess
+
+    from envgen.resolve.gitref import archive
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "g"\nversion = "1.0"\n')
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
+    with pytest.raises(InputError) as e:
+        archive("g", repo.as_uri(), "f" * 40)
+    assert f"has no commit {'f' * 40}" in e.value.message
+    with pytest.raises(InputError) as e:
+        archive("g", (tmp_path / "nope").as_uri(), "e" * 40)
+    assert "git clone failed: fatal:" in e.value.message

@@ -47,8 +47,10 @@ def _git(*argv: str, cwd: str | None = None) -> str:
     except subprocess.TimeoutExpired:
         raise EnvironmentMissing(f"git {argv[0]} did not finish in {TIMEOUT_S} s") from None
     if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        raise InputError(f"git {argv[0]} failed: {last}")
+        lines = r.stderr.strip().splitlines() or ["no output"]
+        # git's own reason is its fatal: line; what follows it is advice
+        said = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1])
+        raise InputError(f"git {argv[0]} failed: {said[:200]}")
     return r.stdout
 
 
@@ -89,6 +91,11 @@ def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
         return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
     with tempfile.TemporaryDirectory(prefix="envgen-git-") as tmp:
         _git("clone", "--quiet", "--bare", "--", repo, f"{tmp}/repo.git")
+        try:
+            _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=f"{tmp}/repo.git")
+        except InputError:   # else its files read as missing: "the version is computed"
+            raise InputError(f"{repo} has no commit {commit}; name a commit, tag or branch "
+                             f"it has") from None
         version = _version(name, repo, commit, f"{tmp}/repo.git")
         dist = re.sub(r"[-_.]+", "_", name).lower()
         folder.mkdir(parents=True, exist_ok=True)

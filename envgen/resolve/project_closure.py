@@ -32,7 +32,11 @@ def project_inputs(stack: Stack, layer) -> dict:
     from .gitref import archive, references
     git, held = {}, {}
     for name, repo, commit in references(layer.requirements):
-        path, sha, version = archive(name, repo, commit)
+        try:
+            path, sha, version = archive(name, repo, commit)
+        except InputError as e:   # init --from tells it at the team's line
+            e.package = name
+            raise
         git[name] = {"repo": repo, "commit": commit, "sha256": sha, "version": version}
         held[name] = (version, path)
     from .urlref import fetch
