@@ -52,6 +52,8 @@ WRONG = [
      ("a",), ":2", "extras_require['a'] must be a list of strings"),
     ("requirements.txt", "numpy==1.26.4\n@@not a requirement@@ \\", (), ":2",
      "is not a requirement"),
+    ("requirements.txt", "einops\nx @ file://evil.example.com/tmp/x-1.0-py3-none-any.whl\n",
+     (), ":2", "names the host 'evil.example.com'"),
     ("environment.yml", "dependencies:\n  - python=abc\n  - numpy\n", (), ":2",
      "'python=abc': envgen needs the Python as X.Y"),
     ("environment.yml", "dependencies:\n  - python=3\n  - numpy\n", (), ":2",

@@ -78,6 +78,9 @@ def check_url(url: str, what: str, file: str, line: int, git: bool = False) -> s
                   file, line)
     if scheme == "https" and not parts.hostname:
         raise bad(f"{what} {shown(url)} names no host", file, line)
+    if scheme == "file" and parts.netloc not in ("", "localhost"):   # read here, whatever
+        raise bad(f"{what} {shown(url)} names the host {parts.netloc[:40]!r}: a file URL "
+                  f"is read on this machine (file:///path)", file, line)
     return url
 
 
