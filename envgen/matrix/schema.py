@@ -48,7 +48,10 @@ LICENSES = {"type": "object", "propertyNames": NAME, "additionalProperties": LIC
 
 PLATFORM = {"enum": ["linux/amd64", "linux/arm64"]}
 CONFIDENCE = {"enum": ["stated", "inferred"]}
-WHY = {"type": "string", "maxLength": 400, "pattern": r"^[^\n\r\x00]+$"}
+# one line of prose: no control character, nor any other character a reader splitting
+# lines the way Python's str.splitlines() does takes for a line's end (NEL, U+2028, U+2029)
+WHY = {"type": "string", "maxLength": 400,
+       "pattern": "^[^\\x00-\\x1f\\x7f\\x85\\u2028\\u2029]+$"}
 
 
 def _entry(required: dict, optional: dict | None = None) -> dict:
@@ -175,19 +178,18 @@ SECTIONS = {
          # patch releases its code needs beyond Requires-Python: per Python line, the
          # first patch that has what it calls (read from its source, so inferred)
          "python_floors": {**_list(PYTHON_PATCH), "minItems": 1},
-         "python_floors_why": {"type": "string", "minLength": 1, "maxLength": 400},
+         "python_floors_why": {**WHY, "minLength": 1},
          # what its code needs that its Requires-Dist does not state (read from its source,
          # so inferred): resolved in the add-ons' layer like `requires`
          "needs": {"type": "object", "propertyNames": NAME, "additionalProperties": SPECIFIER,
                    "minProperties": 1},
-         "needs_why": {"type": "string", "minLength": 1, "maxLength": 400},
+         "needs_why": {**WHY, "minLength": 1},
          # the base framework's versions over which `needs` applies (all when absent)
          "needs_over": SPECIFIER,
          # builds upstream has that envgen does not serve, each with the reason (TensorFlow
          # before its and-cuda extra; JAX's CUDA wheels only on Google's find-links page)
          "refused_variants": {"type": "object", "propertyNames": VARIANT_NAME,
-                              "additionalProperties": {"type": "string", "minLength": 1,
-                                                       "maxLength": 400},
+                              "additionalProperties": {**WHY, "minLength": 1},
                               "minProperties": 1},
          "pypi_variant": {"anyOf": [VARIANT_NAME, {"type": "null"}]}})),
     # the OCI platforms envgen builds for, as pip, uv, Debian and QEMU name them

@@ -10,6 +10,18 @@ from functools import lru_cache
 from pathlib import Path
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9._+=<>!~,:/@%*-]+")
+# every character Python's str.splitlines() ends a line at (pip reads requirements files
+# with it: U+2028 in a comment starts a live line there), and NUL
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00]")
+
+
+def line(value) -> str:
+    """Text inside one line of a generated file (a comment's words): refused when it holds
+    anything a reader of that file would take for the start of a new line."""
+    text = str(value)
+    if _BREAKS.search(text):
+        raise ValueError(f"refusing a line break inside one line of a build file: {text!r}")
+    return text
 
 
 def template_dir() -> Path:
@@ -21,7 +33,7 @@ def template_dir() -> Path:
 def sh(value) -> str:
     """Quote a value for a shell word in a RUN line; refuse line breaks outright."""
     text = str(value)
-    if "\n" in text or "\r" in text or "\x00" in text:
+    if _BREAKS.search(text):
         raise ValueError(f"refusing to put a line break into a shell command: {text!r}")
     return shlex.quote(text)
 
@@ -44,7 +56,7 @@ def dockerquote(value) -> str:
     """A double-quoted Dockerfile string (LABEL/ENV): escape backslash, quote and `$`."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
                                                            separators=(",", ":"))
-    if "\n" in text or "\r" in text:
+    if _BREAKS.search(text):
         raise ValueError("refusing a line break in a Dockerfile string")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
@@ -53,7 +65,7 @@ def labelvalue(value) -> str:
     """An Apptainer %labels value: the rest of its line, taken as it is (JSON included)."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
                                                            separators=(",", ":"))
-    if "\n" in text or "\r" in text or "\x00" in text:
+    if _BREAKS.search(text):
         raise ValueError("refusing a line break in an Apptainer label")
     return text
 
@@ -114,5 +126,5 @@ def environment():
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sh=sh, token=token, dockerquote=dockerquote, labelvalue=labelvalue,
-                       env_prefix=env_prefix)
+                       env_prefix=env_prefix, line=line)
     return env

@@ -134,6 +134,13 @@ def parse_closure(data, name: str) -> Closure:
         raise bad("'key' must be 64 hex digits")
     if not isinstance(data.get("inputs"), dict):
         raise bad("'inputs' must be an object")
+    platform, python = data["inputs"].get("platform"), data["inputs"].get("python")
+    if platform is not None and (not isinstance(platform, str) or
+                                 not re.fullmatch(r"[a-z0-9_]{1,60}", platform)):
+        raise bad("inputs.platform is not a wheel platform tag (manylinux_2_36_x86_64)")
+    if python is not None and (not isinstance(python, str) or
+                               not re.fullmatch(r"3\.[0-9]{1,2}", python)):
+        raise bad("inputs.python is not a Python version like 3.11")
     created = data.get("created")
     if not isinstance(created, str) or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
                                                         created):
@@ -153,8 +160,9 @@ def parse_closure(data, name: str) -> Closure:
     if not isinstance(stack, str) or (stack and not NAME.fullmatch(stack)):
         raise bad("'stack' must be a stack name")
     resolver = data.get("resolver", "")
-    if not isinstance(resolver, str) or len(resolver) > 200:
-        raise bad("'resolver' must be a short string")
+    # printable: no line break of any kind (U+2028 ends a line for pip's reader too)
+    if not isinstance(resolver, str) or len(resolver) > 200 or not resolver.isprintable():
+        raise bad("'resolver' must be one short line")
     # Sorted as inputs_for() gives them: a closure read from a file (a bundled one, written
     # before keys were sorted) and the same closure rebuilt from a lock must render the same
     # closure.json, or the image's payload layer differs between the build and the rebuild.
@@ -231,7 +239,7 @@ def parse_pin(p, where: str, bad) -> Pin:
         sha = h[7:]
     note = p.get("hash_note")
     if note is not None and (not isinstance(note, str) or len(note) > 400
-                             or any(ord(c) < 32 for c in note)):
+                             or not note.isprintable()):
         raise bad(f"{where}.hash_note must be one short line")
     if sha is None and not note:
         raise bad(f"{where}: {name} has no sha256 and no hash_note saying why")
