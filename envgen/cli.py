@@ -145,10 +145,12 @@ def cmd_render(args) -> int:
         print(f"  closure: {len(closure.pins)} distributions, {hashed} hash-pinned ({origin})")
         build = "DOCKER_BUILDKIT=1 docker build" + (
             f" --platform {st.platform}" if st.platform != "linux/amd64" else "")
+        import shlex  # a line to paste: the folder quoted as the shell reads it
         if st.base.kind == "local":
-            print(f"  build it: sh {out}/base/build-base.sh && {build} {out}")
+            print(f"  build it: sh {shlex.quote(f'{out}/base/build-base.sh')} && {build} "
+                  f"{shlex.quote(str(out))}")
         else:
-            print(f"  build it: {build} {out}")
+            print(f"  build it: {build} {shlex.quote(str(out))}")
     return 0
 
 
@@ -392,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default="auto", help="how GPUs reach the container")
     c.add_argument("--timeout", type=_whole(60, 86400, "seconds"), default=900,
                    help="seconds before the run is killed (60 to 86400; default 900)")
-    c.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None,
+    c.add_argument("--steps", type=_whole(6, 1_000_000, "steps"), default=None,
                    help="training steps (a run with other steps is another certificate)")
     c.add_argument("--multi-gpu", action="store_true", help="also run DDP over NCCL")
     c.add_argument("--measure", choices=["basic", "full"], default="basic",
@@ -624,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--require", choices=["auto", "cuda", "cpu"], default="auto",
                     help="cuda: a CPU run is a failure; cpu: run on the CPU; auto (default): "
                          "cuda when a GPU is visible")
-    sm.add_argument("--steps", type=_whole(1, 1_000_000, "steps"), default=None,
+    sm.add_argument("--steps", type=_whole(6, 1_000_000, "steps"), default=None,
                     help="training steps (default: the payload's own)")
     sm.add_argument("--multi-gpu", action="store_true",
                     help="also run DDP over NCCL on every visible GPU")

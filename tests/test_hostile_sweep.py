@@ -308,3 +308,45 @@ def test_a_lock_hash_note_or_a_matrix_why_with_u2028_is_refused(tmp_path):
 
     from envgen.matrix.schema import WHY
     assert re.search(WHY["pattern"], "a reason") and not re.search(WHY["pattern"], "a\u2028b")
+
+
+CERT = json.loads((__import__("pathlib").Path(__file__).parents[1] / "docs" / "certificates"
+                   / "h200-1gpu-2026-12-03.json").read_text())
+
+
+@pytest.mark.parametrize("text,words", [
+    (json.dumps({**CERT, "created": "２０２６-12-01T00:00:00Z"}), "is not a UTC time"),
+    (json.dumps({**CERT, "seconds": float("nan")}), "NaN is not a JSON number"),
+    (json.dumps(CERT)[:-1] + ', "passed": false}', 'the key "passed" is given twice'),
+])
+def test_a_certificate_that_json_or_a_digit_pattern_would_misread_is_refused(
+        tmp_path, monkeypatch, capsys, text, words):
+    """Full-width digits matched \\d and sorted after every real date, so the forged run
+    became the current one; NaN went back out under --json, which no reader takes; of a key
+    given twice the store kept the last."""
+    from envgen.cli import main
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    assert main(["certs", "import", str(path)]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_profile_of_a_stack_says_the_bad_flag_not_no_image(tmp_path, monkeypatch, capsys):
+    from envgen.cli import main
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    assert main(["profile", "jax-cpu", "--driver", "-1"]) == 2
+    assert "--driver '-1' is not a driver version" in capsys.readouterr().err
+
+
+def test_envgen_sources_takes_auto_as_sources_does():
+    from envgen.core.environ import check
+    check({"ENVGEN_SOURCES": "auto"})
+    with pytest.raises(EnvgenError):
+        check({"ENVGEN_SOURCES": "ftp://x"})
+
+
+def test_steps_below_the_payloads_least_are_refused_at_the_flag(capsys):
+    from envgen.cli import main
+    assert main(["smoke", "--steps", "5"]) == 2
+    assert "from 6 to 1000000" in capsys.readouterr().err

@@ -20,7 +20,7 @@ from ..matrix.wire import IMAGE_ID, stack_problems
 SCHEMA = 1
 LEVELS = ("cuda", "cpu", "multi-gpu")
 SKEW_S = 300   # how far after this host's clock a `created` may be (clocks of a cluster drift)
-_CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z")
+_CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z", re.ASCII)
 
 
 def _shown(value, limit: int = 40) -> str:
@@ -77,7 +77,7 @@ CERTIFICATE = {
                          "message": "host.gpus names a GPU {value}: not one line of "
                                     "printable ASCII as nvidia-smi names GPUs"}}}},
             "driver": {"anyOf": [{"enum": [None, ""]},
-                                 {"type": "string", "pattern": r"^\d{1,4}(\.\d{1,4}){0,3}$"}],
+                                 {"type": "string", "pattern": r"^[0-9]{1,4}(\.[0-9]{1,4}){0,3}$"}],
                        "message": "host.driver {value} is not a driver version like "
                                   "580.95.05"}}},
         "report": {"type": "object", "required": ["checks"], "message": _CHECKS,

@@ -16,14 +16,17 @@ PREFIX = "envgen-certificate: "
 MAX_INPUT = 64 * 1024 * 1024
 MAX_FILES = 100_000
 # the line a job prints; `kubectl logs --timestamps` puts an RFC 3339 time in front
-_LINE = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d) )?"
+_LINE = re.compile(r"^(?:[0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9:.]+(?:Z|[+-][0-9][0-9]:[0-9][0-9]) )?"
                    + re.escape(PREFIX) + r"(.*)$")
 
 
 def _loads(text: str):
     """JSON, or ValueError with the reason (a truncated document says so)."""
+    from ..core.strictjson import NotJSON, loads
     try:
-        return json.loads(text)
+        return loads(text)
+    except NotJSON as e:
+        raise ValueError(f"malformed JSON: {e}") from None
     except json.JSONDecodeError as e:
         # the text ends before the document does: a string or value left open at its end
         end = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")

@@ -28,6 +28,7 @@ from ..core import files
 from ..core import home as state
 from ..core.errors import CheckFailed, InputError
 from ..core.files import read_regular, write_json
+from ..core.strictjson import loads as strict_loads
 from ..matrix.wire import IMAGE_ID
 from .certificate import intrinsic_problem, readable, where
 
@@ -94,7 +95,7 @@ def _history_path(cert: dict) -> Path:
 
 def _read(p: Path) -> dict | None:
     try:
-        c = json.loads(read_regular(p, MAX_BYTES))
+        c = strict_loads(read_regular(p, MAX_BYTES))
     except (OSError, ValueError, RecursionError, InputError):
         return None
     return c if readable(c) else None
@@ -111,7 +112,7 @@ def passed_over() -> list[str]:
     for p in sorted(d.glob("*.json")) + sorted(d.glob(f"{HISTORY}/*/*.json")) \
             if d.is_dir() else []:
         try:
-            c = json.loads(read_regular(p, MAX_BYTES))
+            c = strict_loads(read_regular(p, MAX_BYTES))
         except (OSError, ValueError, RecursionError, InputError) as e:
             why = getattr(e, "strerror", None) or getattr(e, "message", None) or \
                 getattr(e, "msg", None) or type(e).__name__   # JSONDecodeError's msg

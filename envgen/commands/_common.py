@@ -111,6 +111,7 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
     as_ref = as_spec = not_ref = None
     if text is None:   # no IMAGE|SPEC: the project file's stack
         return None, default_tag(resolve_for(args, matrix))
+    host_for(args, matrix or load_matrix_for(args))   # a bad flag is said as such, first
     try:
         as_ref = parse_image_ref(text)
     except InputError as e:
@@ -121,7 +122,21 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
         if as_ref is None:
             raise InputError(f"{shown(text)} is neither an image reference nor a spec "
                              f"({not_ref.message})") from None
+        if _names_a_stack(matrix or load_matrix_for(args), text):
+            raise   # a stack's name that cannot resolve here: its reason, not "no image"
     return as_ref, as_spec
+
+
+def _names_a_stack(matrix, text: str) -> bool:
+    """Whether `text` is a spec that names a stack of the matrix (pytorch-cu121), not an
+    image's name that happens to read as a spec."""
+    from ..core.errors import EnvgenError
+    from ..resolve.spec import parse_spec
+    try:
+        parse_spec(text, matrix)
+    except EnvgenError:
+        return False
+    return True
 
 
 def resolve_for(args, matrix=None, spec_text=None):

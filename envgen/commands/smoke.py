@@ -7,7 +7,7 @@ import sys
 
 from ..build.context import SMOKE_DIR
 from ..core.errors import CheckFailed, EnvironmentMissing
-from ._common import print_failed
+from ._common import out_json, print_failed
 
 
 def _summary(stdout: str) -> None:
@@ -39,8 +39,14 @@ def run(args) -> int:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode == 2:
         raise EnvironmentMissing("the smoke payload refused its arguments")
-    if args.json:
-        print(r.stdout.strip())
+    if args.json:   # the payload's report, as every --json document: versioned first
+        try:
+            report = json.loads(r.stdout)
+        except ValueError:
+            raise EnvironmentMissing("the smoke payload printed no report") from None
+        if not isinstance(report, dict):
+            raise EnvironmentMissing("the smoke payload printed no report")
+        out_json(report)
     else:
         sys.stderr.write(r.stderr[-4000:] if args.verbose else "")
         _summary(r.stdout)

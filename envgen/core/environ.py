@@ -73,7 +73,7 @@ CHECKS = {
                                      "of the daemon)"),
     "ENVGEN_PYPI_SIMPLE": _pattern(_URL, "an http(s) URL of a simple index"),
     "ENVGEN_DEBIAN_MIRROR": _pattern(_URL, "an http(s) URL of a Debian mirror"),
-    "ENVGEN_SOURCES": _pattern(r"pypi|index|" + _URL, "pypi, index or an http(s) URL"),
+    "ENVGEN_SOURCES": _pattern(r"auto|pypi|index|" + _URL, "auto, pypi, index or an http(s) URL"),
     "ENVGEN_SOURCE_URL": _pattern(SOURCE_URL, "an https URL of a repository"),
     "ENVGEN_REVISION": _pattern(REVISION, "a commit id (7 to 64 lowercase hex digits)"),
     "ENVGEN_DEBUG": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),

@@ -49,8 +49,9 @@ _TARGET = {
                  "message": "time {value} is not a duration like 30m, 2h, 1h30m or 90s (at "
                             "most 7 days)"},
         "level": {"enum": list(LEVELS), "message": "level {value} must be cuda or cpu"},
-        "steps": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
-                  "message": "steps {value} must be a whole number from 1 to 1000000"},
+        "steps": {"type": "integer", "minimum": 6, "maximum": 1_000_000,
+                  "message": "steps {value} must be a whole number from 6 (the payload's "
+                             "least) to 1000000"},
     },
 }
 _SPEC = {"type": "string", "pattern": _pattern(SPEC_CHARS),

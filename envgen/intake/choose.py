@@ -14,7 +14,7 @@ from ..resolve.spec import variants_of
 from .line import target_env
 from .model import Intake, Wanted
 
-_TORCH_INDEX = re.compile(r"^https://download\.pytorch\.org/whl/(?:nightly/)?(cu\d{3}|cpu)/?$")
+_TORCH_INDEX = re.compile(r"^https://download\.pytorch\.org/whl/(?:nightly/)?(cu[0-9]{3}|cpu)/?$")
 DEFAULT_PYTHON = "3.11"
 
 

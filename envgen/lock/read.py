@@ -148,7 +148,7 @@ ENTRY = {
                 "resolver": {"type": "string", "maxLength": 200,
                              "pattern": r"^(?!-)[^\x00-\x1f\x7f]*$"},
                 "created": {"type": "string",
-                            "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"},
+                            "pattern": r"(?a)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"},
                 # checked whole by resolve/closure.py parse_closure when a rebuild reads them
                 "kernel_build": {"type": "object"},
                 "pure_sdists": {"type": "array", "items": schema.NAME},
@@ -279,6 +279,14 @@ class _Twice(ValueError):
     pass
 
 
+class _Constant(ValueError):
+    pass
+
+
+def _constant(name: str):   # NaN, Infinity: Python reads them, JSON has none
+    raise _Constant(name)
+
+
 def _once(pairs: list) -> dict:
     """A JSON object whose keys are each given once: with two, json keeps the last, and a
     reviewer reading the first would approve what is not used."""
@@ -299,12 +307,16 @@ def _short_int(digits: str) -> int:
 def parse_lock(text: str, name: str) -> dict:
     """A lock file's content, or InputError naming every problem with file:line."""
     try:
-        data = json.loads(text, parse_int=_short_int, object_pairs_hook=_once)
+        data = json.loads(text, parse_int=_short_int, object_pairs_hook=_once,
+                          parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise InputError(f"not a valid lock file: {e.msg} (column {e.colno})", file=name,
                          line=e.lineno) from None
     except _LongNumber as e:
         raise InputError("not a valid lock file: a number longer than 64 digits", file=name,
+                         line=_line_of(text, e.args[0])) from None
+    except _Constant as e:
+        raise InputError(f"not a valid lock file: {e.args[0]} is not a JSON number", file=name,
                          line=_line_of(text, e.args[0])) from None
     except _Twice as e:
         key = json.dumps(e.args[0])

@@ -142,7 +142,7 @@ def parse_closure(data, name: str) -> Closure:
                                not re.fullmatch(r"3\.[0-9]{1,2}", python)):
         raise bad("inputs.python is not a Python version like 3.11")
     created = data.get("created")
-    if not isinstance(created, str) or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+    if not isinstance(created, str) or not re.fullmatch(r"(?a)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
                                                         created):
         raise bad("'created' must be a UTC time like 2026-12-01T09:40:00Z")
     pkgs = data.get("packages")
@@ -344,7 +344,7 @@ UV_NEWEST_GLIBC = (2, 40)
 def _uv_platform(platform: str) -> str:
     """uv's --python-platform for a wheel platform: manylinux_2_36_aarch64 ->
     aarch64-manylinux_2_36 (x86_64 or aarch64, glibc capped at uv's newest)."""
-    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)", platform)
+    m = re.fullmatch(r"manylinux_([0-9]+)_([0-9]+)_(x86_64|aarch64)", platform)
     if not m:
         return "x86_64-" + platform.removesuffix("_x86_64")
     glibc = min((int(m.group(1)), int(m.group(2))), UV_NEWEST_GLIBC)
@@ -468,7 +468,7 @@ def platform_tags(python: str, platform: str = "manylinux_2_36_x86_64") -> tuple
     preferred first."""
     from packaging.tags import compatible_tags, cpython_tags
     major, minor = (int(x) for x in python.split("."))
-    m = re.fullmatch(r"manylinux_2_(\d+)_(x86_64|aarch64)", platform)
+    m = re.fullmatch(r"manylinux_2_([0-9]+)_(x86_64|aarch64)", platform)
     glibc = int(m.group(1)) if m else 17
     arch = m.group(2) if m else "x86_64"
     plats = [f"manylinux_2_{g}_{arch}" for g in range(glibc, 4, -1)]
