@@ -350,3 +350,60 @@ def test_steps_below_the_payloads_least_are_refused_at_the_flag(capsys):
     from envgen.cli import main
     assert main(["smoke", "--steps", "5"]) == 2
     assert "from 6 to 1000000" in capsys.readouterr().err
+
+
+GOOD_WHEEL = {"filename": "mypkg-1.0-py3-none-any.whl", "hashes": {"sha256": "a" * 64},
+              "url": "../../files/mypkg-1.0-py3-none-any.whl"}
+
+
+@pytest.mark.parametrize("page", [
+    [GOOD_WHEEL], {"files": {"a": GOOD_WHEEL}}, {"files": "mypkg-1.0-py3-none-any.whl"},
+    {"files": [1, 2, None]}, {"files": [dict(GOOD_WHEEL, hashes=["x"])]},
+    {"files": [dict(GOOD_WHEEL, hashes={"sha256": 12345})]},
+    {"files": [dict(GOOD_WHEEL, filename=123)]},
+    {"files": [dict(GOOD_WHEEL, filename="mypkg-1.0-1$(touch${IFS}x)`id`;x-py3-none-any.whl")]},
+    {"files": [dict(GOOD_WHEEL, filename="mypkg-1.0-1\u2028x-py3-none-any.whl")]},
+])
+def test_an_index_page_of_the_wrong_shape_gives_a_pin_with_its_reason_never_a_crash(page):
+    """What a hostile index serves where PEP 691 says what goes: no internal error, and a
+    file name that is no plain wheel name is never pinned (it broke the cache for good)."""
+    from envgen.resolve.closure import hash_pin
+    pin = hash_pin("mypkg", "1.0", "3.11", "manylinux_2_36_x86_64",
+                   "http://127.0.0.1:1/simple", fetch=lambda url: page)
+    assert pin.note and (pin.file is None or pin.file == GOOD_WHEEL["filename"])
+    assert not pin.sha256 or pin.file == GOOD_WHEEL["filename"]
+
+
+def test_a_yanked_file_is_passed_over_for_a_live_one_and_said_when_alone():
+    from envgen.resolve.closure import hash_pin
+    yanked = {"filename": "mypkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl",
+              "hashes": {"sha256": "b" * 64}, "yanked": "security hole"}
+    both = hash_pin("mypkg", "1.0", "3.11", "manylinux_2_36_x86_64", "i",
+                    fetch=lambda url: {"files": [yanked, GOOD_WHEEL]})
+    assert both.sha256 == "a" * 64 and not both.note
+    alone = hash_pin("mypkg", "1.0", "3.11", "manylinux_2_36_x86_64", "i",
+                     fetch=lambda url: {"files": [yanked]})
+    assert alone.sha256 == "b" * 64 and alone.note == "yanked on the index: security hole"
+
+
+def test_an_index_page_that_drips_is_given_up_within_its_deadline(monkeypatch):
+    import envgen.resolve.closure as cl
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr("time.monotonic", lambda: next(clock))
+
+    class Drip:
+        def read1(self, n):
+            return b"x"
+    with pytest.raises(OSError, match="more than 120 s"):
+        cl._read_by(Drip(), 1 << 20, cl.PAGE_S)
+
+
+def test_a_files_url_from_the_index_is_joined_to_its_page_and_never_file():
+    from envgen.intake.modules import _file_url
+    page = "https://pkgs.example.test/simple/mypkg/"
+    assert _file_url(page, "../../files/x.whl") == "https://pkgs.example.test/files/x.whl"
+    for bad in ("file:///etc/passwd", "javascript:alert(1)", "http://other.example/x.whl",
+                None):
+        with pytest.raises(OSError):
+            _file_url(page, bad)
+    assert _file_url("http://127.0.0.1:8/simple/m/", "/f/x.whl") == "http://127.0.0.1:8/f/x.whl"

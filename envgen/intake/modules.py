@@ -76,6 +76,21 @@ class _Ranged(io.RawIOBase):
         return data[pos - start:pos - start + n]
 
 
+def _file_url(page: str, url) -> str:
+    """A file's URL as its index page gives it (PEP 691 allows one relative to the page),
+    fetched over https, or http from the index's own host: never a file:// or another
+    scheme a hostile page names (OSError, which the caller turns into a guessed name)."""
+    import urllib.parse
+    if not isinstance(url, str):
+        raise OSError("the index gives no URL for the file")
+    whole = urllib.parse.urljoin(page, url)
+    parts, own = urllib.parse.urlsplit(whole), urllib.parse.urlsplit(page)
+    if parts.scheme != "https" and not (parts.scheme == "http" and
+                                        parts.hostname == own.hostname):
+        raise OSError(f"the index names the file at a {parts.scheme or 'relative'}: URL")
+    return whole
+
+
 def modules_of_wheel(url: str) -> list[str]:
     with zipfile.ZipFile(io.BufferedReader(_Ranged(url), 1 << 16)) as z:
         return _wheel_modules(z)
@@ -128,7 +143,8 @@ def modules(pins, names: set[str], index: str, fetch=None, local=None
                 found = _modules_of_file(held, p.sha256, name)
             else:
                 files = fetch(f"{index}/{name}/").get("files") or []
-                url = next(f["url"] for f in files if f.get("filename") == p.file)
+                url = _file_url(f"{index}/{name}/", next(
+                    f["url"] for f in files if f.get("filename") == p.file))
                 found = modules_of_wheel(url) if p.file.endswith(".whl") else \
                     modules_of_sdist(url, p.sha256, name)
             if not found:

@@ -433,17 +433,39 @@ def fetch_json(url: str) -> dict:
     try:
         with fetching.urlopen(req, timeout=30) as r:
             kind = r.headers.get("Content-Type", "")
-            body = r.read(32 * 1024 * 1024)
+            body = _read_by(r, 32 * 1024 * 1024, PAGE_S)
     except urllib.error.HTTPError as e:
         if e.code == 404:
             raise LookupError(url) from e
         raise OSError(f"HTTP {e.code}") from e
     if "json" in kind:
         try:
-            return json.loads(body)
-        except ValueError as e:
-            raise OSError(f"not a JSON simple index: {e}") from e
+            data = json.loads(body)
+        except (ValueError, RecursionError) as e:
+            raise OSError(f"not a JSON simple index: {str(e)[:80]}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("files", []), list):
+            raise OSError("not a JSON simple index: its page has no list of files")
+        return data
     return simple_html(body.decode("utf-8", "replace"))
+
+
+PAGE_S = 120   # the most one index page may take, however slowly its bytes arrive
+
+
+def _read_by(response, limit: int, seconds: float) -> bytes:
+    """At most `limit` bytes of `response`, within `seconds` in all: the socket's timeout
+    is per read, and a server sending a byte a second would never trip it."""
+    import time
+    deadline, parts, size = time.monotonic() + seconds, [], 0
+    while size < limit:
+        chunk = response.read1(min(1 << 16, limit - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+        if time.monotonic() > deadline:
+            raise OSError(f"the page took more than {seconds:.0f} s to arrive")
+    return b"".join(parts)
 
 
 _ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)
@@ -495,8 +517,13 @@ def pick_file(files: list, name: str, version: str, tags: tuple[str, ...]):
     except InvalidVersion:
         return None, False
     best, sdist = None, None
-    for f in files:
-        fn = f.get("filename", "")
+    # what a pin may name: a plain file name (no path, quote or shell character), and a
+    # file that is not yanked, unless only yanked ones are there (as pip chooses)
+    usable = [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)
+              and FILENAME.fullmatch(f["filename"])]
+    live = [f for f in usable if not f.get("yanked")]
+    for f in live if any(_fits(f, want, ver) for f in live) else usable:
+        fn = f["filename"]
         try:
             if fn.endswith(".whl"):
                 n, v, _b, ftags = parse_wheel_filename(fn)
@@ -510,6 +537,23 @@ def pick_file(files: list, name: str, version: str, tags: tuple[str, ...]):
         except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
             continue
     return (best[1], False) if best else (sdist, sdist is not None)
+
+
+def _fits(f: dict, want: str, ver) -> bool:
+    """Whether file entry `f` is a file of want==ver at all (any platform)."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+    fn = f["filename"]
+    try:
+        n, v = (parse_wheel_filename(fn)[:2] if fn.endswith(".whl")
+                else parse_sdist_filename(fn))
+    except (InvalidWheelFilename, InvalidSdistFilename, ValueError):
+        return False
+    return n == want and v == ver
 
 
 def hash_pin(name: str, version: str, python: str, platform: str, index: str,
@@ -533,16 +577,23 @@ def hash_pin(name: str, version: str, python: str, platform: str, index: str,
 
 def _pick_pin(data: dict, name: str, version: str, python: str, platform: str,
               index: str) -> Pin:
-    chosen, is_sdist = pick_file(data.get("files") or [], name, version,
-                                 platform_tags(python, platform))
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        return Pin(name, version, note=f"{index} could not be read for {name} (its page is "
+                                       f"not a simple index)")
+    chosen, is_sdist = pick_file(files, name, version, platform_tags(python, platform))
     if chosen is None:
         return Pin(name, version, note=f"{index} has no file of {name} {version} for "
                                        f"Python {python} on {platform}")
-    sha = (chosen.get("hashes") or {}).get("sha256")
-    if not sha or not SHA256.fullmatch(sha):
+    hashes = chosen.get("hashes")
+    sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if not isinstance(sha, str) or not SHA256.fullmatch(sha):
         return Pin(name, version, file=chosen["filename"],
                    note=f"the index serves no sha256 for {chosen['filename']}")
     note = "no wheel for this platform: pip builds it from this sdist" if is_sdist else None
+    if chosen.get("yanked"):   # the only file there is: said, as pip says it
+        why = chosen["yanked"] if isinstance(chosen["yanked"], str) else ""
+        note = f"yanked on the index{': ' + why[:100] if why.isprintable() and why else ''}"
     return Pin(name, version, file=chosen["filename"], sha256=sha, note=note)
 
 

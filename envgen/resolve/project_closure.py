@@ -66,7 +66,10 @@ def project_inputs(stack: Stack, layer) -> dict:
               # the plain closure's pins are preferred, not required: a package the team
               # leaves free keeps the plain stack's version (so its layers stay shared),
               # and a team's own pin or range still wins
-              "prefer": sorted(p.requirement for p in plain.pins)}
+              "prefer": sorted(p.requirement for p in plain.pins),
+              # another index for PyPI's place: a closure from it is another closure
+              **({"pypi_simple": os.environ["ENVGEN_PYPI_SIMPLE"]}
+                 if os.environ.get("ENVGEN_PYPI_SIMPLE") else {})}
     return json.loads(json.dumps(inputs, sort_keys=True))
 
 
@@ -146,8 +149,11 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
         hashed = list(pool.map(pin, items))
     # an index that did not answer for one file is a passing fault, not a fact: nothing is
     # cached (a cached closure with an unhashed pin failed every later build of the project)
-    unread = next((p for p in hashed if not p.sha256 and p.note
-                   and " could not be read for " in p.note), None)
+    # uv took each of these from the index: one the index now does not list (or lists
+    # for no platform of the image) contradicts it, and is not cached as a fact
+    unread = next((p for p in hashed if not p.sha256 and p.note and any(
+        w in p.note for w in (" could not be read for ", " is not on ", " has no file of "))),
+        None)
     if unread is not None:
         raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
                                  f"command again asks the index again")
