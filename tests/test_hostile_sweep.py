@@ -182,7 +182,7 @@ def test_two_projects_pinning_one_version_from_two_files_are_two_closures():
     first one's sha256 beside the second one's file."""
     from envgen.core.model import ProjectLayer
     from envgen.matrix import load_matrix
-    from envgen.resolve.closure import inputs_for, key_of
+    from envgen.resolve.closure import inputs_for, stored_key
     from envgen.resolve.spec import parse_spec
     from envgen.resolve.stack import Host, resolve
     m = load_matrix()
@@ -191,7 +191,9 @@ def test_two_projects_pinning_one_version_from_two_files_are_two_closures():
     def key(**layer):
         st = plain.replace(packages=plain.packages + (("mypkg", "1.0"),),
                            project=ProjectLayer(name="p", pip=(("mypkg", "1.0"),), **layer))
-        return key_of(inputs_for(st, resolve=False))
+        inputs = inputs_for(st, resolve=False)
+        assert "project_sources" not in json.dumps(inputs)   # the closure.json stays as it was
+        return stored_key(st, inputs)
     a = key(requirements=(f"mypkg @ file:///a/mypkg-1.0-py3-none-any.whl#sha256={'a' * 64}",))
     b = key(requirements=(f"mypkg @ file:///a/mypkg-1.0-py3-none-any.whl#sha256={'b' * 64}",))
     g = key(requirements=(f"mypkg @ git+https://h.example/r.git@{'c' * 40}",))

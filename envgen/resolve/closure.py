@@ -78,14 +78,6 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
                                               if canonical_name(p.name) not in own)})
         extra = {"project": {"over": plain.key, "apt": list(stack.project.apt),
                              "snapshot": stack.base.snapshot}}
-        # where a pin's file comes from when not from the stack's index by its name and
-        # version: a file or git reference (its sha256 or commit in the line) or another
-        # index. Two projects pinning mypkg==1.0 from two different files are two closures.
-        sources = sorted(r for r in stack.project.requirements if " @ " in r)
-        if sources:
-            extra["project"]["from"] = sources
-        if stack.project.indexes:
-            extra["project"]["indexes"] = list(stack.project.indexes)
     elif stack.builds_on:
         base = base_closure(stack, resolve)
         loose = {*stack.addons, *stack.unpinned}   # resolved anew, in the add-ons' layer
@@ -98,6 +90,21 @@ def inputs_for(stack: Stack, resolve: bool = True) -> dict:
     # As a stored closure reads back (its file is written with sorted keys): a closure
     # resolved now renders the same closure.json as the same closure read from the cache.
     return json.loads(json.dumps(inputs, sort_keys=True))
+
+
+def stored_key(stack: Stack, inputs: dict) -> str:
+    """The key a stack's closure is stored under: its inputs' sha256, and for a project
+    also where its pins' files come from when not from the stack's index by name and
+    version (a file or git reference, with its sha256 or commit, or another index). Two
+    projects pinning mypkg==1.0 from two different files are two closures. Kept out of the
+    inputs themselves: the closure.json a lock rebuilds (from the stack it records, which
+    holds no requirement lines) must be the one the build wrote, to the byte."""
+    project = stack.project
+    sources = sorted(r for r in project.requirements if " @ " in r) if project else []
+    indexes = list(project.indexes) if project else []
+    if not sources and not indexes:
+        return key_of(inputs)
+    return key_of({**inputs, "project_sources": {"from": sources, "indexes": indexes}})
 
 
 def base_closure(stack: Stack, resolve: bool = True) -> Closure:
@@ -276,7 +283,7 @@ def find(stack: Stack) -> tuple[Closure, str] | None:
     if stack.project is not None and not stack.project.pip:
         return find(stack.plain())   # nothing over the plain stack: its own closure
     try:
-        key = key_of(inputs_for(stack, resolve=False))
+        key = stored_key(stack, inputs_for(stack, resolve=False))
     except InputError:   # the stack it is built over has no stored closure yet
         return None
     bundled = bundled_dir()

@@ -288,7 +288,7 @@ def store_project(applied: Stack, free: Closure) -> None:
     if applied.project is None or not applied.project.pip:
         return
     inputs = cl.inputs_for(applied, resolve=False)
-    key = cl.key_of(inputs)
+    key = cl.stored_key(applied, inputs)
     path = cl.cache_dir() / f"{key}.json"
     if not path.is_file() or unpinned_backends(cl._stored(path), applied):
         write_json(path, Closure(key=key, inputs=inputs, pins=free.pins,
