@@ -409,3 +409,31 @@ def test_a_files_url_from_the_index_is_joined_to_its_page_and_never_file():
         with pytest.raises(OSError):
             _file_url(page, bad)
     assert _file_url("http://127.0.0.1:8/simple/m/", "/f/x.whl") == "http://127.0.0.1:8/f/x.whl"
+
+
+def test_an_archive_kept_for_a_commit_does_not_stand_for_a_repository_that_lacks_it(
+        tmp_path, monkeypatch):
+    """Kept by commit alone, the archive made from one repository answered for any other
+    URL naming that commit, one that does not exist included; the second repository is
+    asked now, and a real one joins the archive's list."""
+    import shutil
+    import subprocess
+
+    from envgen.resolve.gitref import archive
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "g"\nversion = "1.0"\n')
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    first = archive("g", repo.as_uri(), commit)
+    with pytest.raises(InputError, match="git clone failed"):
+        archive("g", (tmp_path / "nope").as_uri(), commit)
+    shutil.copytree(repo, tmp_path / "mirror")
+    assert archive("g", (tmp_path / "mirror").as_uri(), commit) == first
+    shutil.rmtree(tmp_path / "mirror")
+    assert archive("g", (tmp_path / "mirror").as_uri(), commit) == first   # now remembered

@@ -411,7 +411,9 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         if "No solution found" in r.stderr or "unsatisfiable" in r.stderr:
             raise Unsatisfiable(f"uv found no closure for {', '.join(inputs['requirements'])} "
                                 f"on Python {inputs['python']} {inputs['platform']}: {text}")
-        raise EnvironmentMissing(f"uv could not resolve from {index}: {text}")
+        extra = [x for x in inputs.get("extra_index_urls", ()) if x]
+        where = index + (f" and {', '.join(extra)}" if extra else "")   # every index asked
+        raise EnvironmentMissing(f"uv could not resolve from {where}: {text}")
     pins = {}
     for line in resolved.splitlines():
         line = line.split("#", 1)[0].strip()

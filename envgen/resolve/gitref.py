@@ -85,7 +85,10 @@ def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
         raise InputError(f"{commit!r} is not a commit id")
     folder = archive_dir(commit)
     found = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
-    if found:
+    # the repositories this commit was fetched from: kept by commit alone, an archive
+    # would also stand for a repository that does not exist, or does not hold it
+    seen = folder / "repositories"
+    if found and repo in (seen.read_text().splitlines() if seen.is_file() else ()):
         path = found[0]
         version = path.name[:-len(".tar.gz")].rsplit("-", 1)[1]
         return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
@@ -96,6 +99,11 @@ def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
         except InputError:   # else its files read as missing: "the version is computed"
             raise InputError(f"{repo} has no commit {commit}; name a commit, tag or branch "
                              f"it has") from None
+        if found:   # the same commit, so the same files: the archive stands, now for it too
+            _remember(seen, repo)
+            path = found[0]
+            version = path.name[:-len(".tar.gz")].rsplit("-", 1)[1]
+            return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
         version = _version(name, repo, commit, f"{tmp}/repo.git")
         dist = re.sub(r"[-_.]+", "_", name).lower()
         folder.mkdir(parents=True, exist_ok=True)
@@ -104,7 +112,16 @@ def archive(name: str, repo: str, commit: str) -> tuple[Path, str, str]:
         _git("archive", "--format=tar.gz", f"--prefix={dist}-{version}/", "-o", str(part),
              commit, cwd=f"{tmp}/repo.git")
         part.replace(path)
+        _remember(seen, repo)
     return path, hashlib.sha256(path.read_bytes()).hexdigest(), version
+
+
+def _remember(seen: Path, repo: str) -> None:
+    """Add `repo` to the archive folder's list of repositories that hold its commit."""
+    have = seen.read_text().splitlines() if seen.is_file() else []
+    if repo not in have:
+        from ..core.files import write_atomic
+        write_atomic(seen, "".join(f"{r}\n" for r in [*have, repo]))
 
 
 def _version(name: str, repo: str, commit: str, git_dir: str) -> str:
