@@ -245,17 +245,10 @@ def test_an_sdist_uv_builds_to_read_writes_nothing_beside_the_team(tmp_path, mon
 def test_a_git_reference_to_a_commit_the_repo_lacks_says_so(tmp_path, monkeypatch):
     """Before, its files read as missing and the sentence blamed a computed version; a repo
     that is none gave the tail of git's advice ('and the repository exists.')."""
-    import subprocess
 
     from envgen.resolve.gitref import archive
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "pyproject.toml").write_text('[project]\nname = "g"\nversion = "1.0"\n')
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
-        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
+    repo, commit = _git_repo(tmp_path)
     with pytest.raises(InputError) as e:
         archive("g", repo.as_uri(), "f" * 40)
     assert f"has no commit {'f' * 40}" in e.value.message
@@ -417,19 +410,10 @@ def test_an_archive_kept_for_a_commit_does_not_stand_for_a_repository_that_lacks
     URL naming that commit, one that does not exist included; the second repository is
     asked now, and a real one joins the archive's list."""
     import shutil
-    import subprocess
 
     from envgen.resolve.gitref import archive
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "pyproject.toml").write_text('[project]\nname = "g"\nversion = "1.0"\n')
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
-        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                            text=True, check=True).stdout.strip()
+    repo, commit = _git_repo(tmp_path)
     first = archive("g", repo.as_uri(), commit)
     with pytest.raises(InputError, match="git clone failed"):
         archive("g", (tmp_path / "nope").as_uri(), commit)
@@ -437,3 +421,17 @@ def test_an_archive_kept_for_a_commit_does_not_stand_for_a_repository_that_lacks
     assert archive("g", (tmp_path / "mirror").as_uri(), commit) == first
     shutil.rmtree(tmp_path / "mirror")
     assert archive("g", (tmp_path / "mirror").as_uri(), commit) == first   # now remembered
+
+
+def _git_repo(tmp_path):
+    """A repository with one commit of a package g 1.0: (its folder, the commit)."""
+    import subprocess
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "g"\nversion = "1.0"\n')
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
+    return repo, subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                text=True, check=True).stdout.strip()
