@@ -11,7 +11,28 @@ from . import __version__
 from .core.errors import EnvgenError, EnvironmentMissing, InputError, InternalError
 
 
+class _Once(argparse._StoreAction):
+    """An option that takes one value may be given once: `--python 3.11 --python 3.12` is
+    refused (exit 2), where argparse would keep the last silently. The names this parse has
+    set are kept on the namespace; a default does not count."""
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given", {})
+        shown = " ".join(values) if isinstance(values, list) else str(values)
+        shown = repr(shown[:40]) if len(shown) > 40 or not shown.isprintable() else shown
+        if option_string is not None and self.dest in seen:
+            raise argparse.ArgumentError(
+                self, f"given twice ({seen[self.dest]}, then {shown}): give it once")
+        if option_string is not None:
+            seen[self.dest] = shown
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
     def error(self, message):  # usage errors are exit 2, one sentence, no traceback
         raise InputError(f"{self.prog}: {message}")
 

@@ -89,6 +89,30 @@ def test_a_new_spec_resolves_once_and_is_then_cached(monkeypatch, tmp_path):
     assert stat.S_IMODE(cached.stat().st_mode) == 0o644
 
 
+def test_a_cached_closure_whose_inputs_are_not_its_key_is_resolved_again(monkeypatch,
+                                                                          tmp_path):
+    """A closure copied under another stack's key (or edited by hand) is passed over: the
+    key is recomputed from the inputs the file holds, not taken from its name."""
+    from closures import fake_closure
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(cl, "resolve_closure", lambda st, **k: calls.append(st.python) or
+                        fake_closure(st))
+    py310, py39 = stack("pytorch-cu121,python=3.10"), stack("pytorch-cu121,python=3.9")
+    first, _ = cl.closure_for(py310)
+    key39 = cl.stored_key(py39, cl.inputs_for(py39, resolve=False))
+    folder = tmp_path / "closures"
+    forged = json.loads((folder / f"{first.key}.json").read_text())
+    (folder / f"{key39}.json").write_text(json.dumps(forged))   # 3.10's under 3.9's key
+    again, where = cl.closure_for(py39)
+    assert calls == ["3.10", "3.9"] and where.startswith("resolved now")
+    assert again.inputs["python"] == "3.9"
+    forged["key"] = key39   # its own key field made to agree: the inputs still do not
+    (folder / f"{key39}.json").write_text(json.dumps(forged))
+    assert cl.closure_for(py39)[1].startswith("resolved now") and len(calls) == 3
+    assert cl.closure_for(py310)[1].startswith("cached closure")   # the true one still read
+
+
 def test_without_a_stored_closure_and_no_resolving_it_says_how_to_get_one(monkeypatch,
                                                                            tmp_path):
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))

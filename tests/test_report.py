@@ -284,7 +284,7 @@ def test_report_human_output_names_the_index(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("make,code,words", [
     (lambda t: (t / "file").write_text("x") and t / "file", 2, "must name a folder"),
-    (lambda t: (t / "file").write_text("x") and t / "file" / "sub", 3, "cannot write"),
+    (lambda t: (t / "file").write_text("x") and t / "file" / "sub", 2, "cannot write"),
 ])
 def test_unusable_output_is_one_sentence_and_an_exit_code(tmp_path, monkeypatch, capsys,
                                                           make, code, words):

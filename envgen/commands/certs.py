@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..certs import certificate
 from ..certs import store as certs
-from ..core.errors import EnvironmentMissing
+from ..core.errors import EnvironmentMissing, InputError
 from ._common import out_json, table
 
 
@@ -57,8 +57,11 @@ def _lock(args):
 
 def _take(args) -> int:
     from ..certs.importing import run_import, store_folder
-    certs.check_writable()
     names = args.inputs
+    if args.action == "import" and names.count("-") > 1:
+        raise InputError("certs import: `-` (standard input) given more than once: it can be "
+                         "read once")
+    certs.check_writable()
     if args.action == "merge":
         names = [str(store_folder(n)) for n in names]
     lock, lock_name = _lock(args)

@@ -7,9 +7,14 @@ from pathlib import Path
 
 
 def home() -> Path:
+    """Always an absolute path: a relative ENVGEN_HOME is taken from the folder the command
+    started in (envgen runs some tools in other folders), and a relative XDG_DATA_HOME is
+    ignored, as the XDG base directory specification says."""
     if os.environ.get("ENVGEN_HOME"):
-        return Path(os.environ["ENVGEN_HOME"])
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(os.environ["ENVGEN_HOME"]).absolute()
+    data = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(data):
+        data = str(Path.home() / ".local" / "share")
     return Path(data) / "envgen"
 
 

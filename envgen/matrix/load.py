@@ -53,6 +53,9 @@ def matrix_files(path: Path) -> list[Path]:
         return files
     if path.is_file():
         return [path]
+    if path.exists():   # a device, a FIFO, a socket: /dev/null is no empty matrix
+        raise MatrixError(message="is neither a regular file nor a folder; a matrix is a "
+                                  "YAML file or a folder of them", file=str(path))
     raise MatrixError(message="no such matrix file or folder", file=str(path))
 
 

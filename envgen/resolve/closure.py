@@ -299,7 +299,11 @@ def find(stack: Stack) -> tuple[Closure, str] | None:
                 return c, f"bundled closure {path.name}"
     cached = cache_dir() / f"{key}.json"
     if cached.is_file():
-        return _stored(cached), f"cached closure {cached}"
+        c = _stored(cached)
+        # Its key recomputed from the inputs it holds: a file copied or edited under another
+        # key is passed over (and resolved again), not taken for this stack's closure.
+        if c.key == key and stored_key(stack, c.inputs) == key:
+            return c, f"cached closure {cached}"
     return None
 
 

@@ -110,7 +110,8 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     key = cl.key_of(inputs)
     cached = cl.cache_dir() / f"{key}.json"
     stored = cl._stored(cached) if cached.is_file() else None
-    if stored is not None and not unpinned_backends(stored, stack):
+    if stored is not None and stored.key == key == cl.key_of(stored.inputs) and \
+            not unpinned_backends(stored, stack):
         return stored, f"cached closure {cached}"
     if not resolve:
         raise InputError(f"the project's requirements over {stack.stack} are not resolved "
