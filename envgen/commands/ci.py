@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..core.errors import InputError
+from ..core.errors import InputError, shown
 from ..render import ci
 from ._common import load_matrix_for, resolve_for
 
@@ -15,6 +15,9 @@ def run(args) -> int:
                          "with `ci github` (not with --refresh)")
     if args.lock is not None and args.kind != "devcontainer":
         raise InputError("--lock goes with `ci devcontainer`: it takes the image pinned there")
+    if args.kind == "bake" and (args.registry is not None or args.envgen_source is not None):
+        raise InputError("--registry and --envgen-source go with `ci github` (--registry with "
+                         "`ci devcontainer` too): a docker-bake.json names neither")
     if args.refresh:
         if args.kind != "github" or args.specs or args.registry:
             raise InputError("--refresh prints the scheduled matrix-refresh workflow: it goes "
@@ -30,6 +33,9 @@ def run(args) -> int:
     gpu_runner = ci.gpu_runner_labels(args.gpu_runner) if args.kind == "github" else None
     m = load_matrix_for(args)
     specs = list(args.specs) or ci.default_specs(m.stack_names())
+    twice = next((s for i, s in enumerate(specs) if s in specs[:i]), None)
+    if twice is not None:   # one matrix entry per spec: a second would clash with the first
+        raise InputError(f"SPEC {shown(twice)} is given twice: give each stack once")
     stacks = [resolve_for(args, m, s) for s in specs]   # a bad spec is exit 2 before printing
     if args.kind == "github":
         source = ci.pick_envgen_source(args.envgen_source)

@@ -1,13 +1,15 @@
 """`envgen run IMAGE|SPEC -- CMD...` and `envgen shell IMAGE|SPEC`."""
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import sys
 
 from ..certify.run import gpu_indices, preflight
-from ..core.errors import EnvironmentMissing, InputError
+from ..core.errors import EnvgenError, EnvironmentMissing, InputError
+from ..core.errors import shown as quoted
 from ..runtime import docker as engine
 from ..runtime import gpu_access, host
 from ..runtime.docker import inspect_target
@@ -92,5 +94,19 @@ def run(args) -> int:
     close_progress()   # a live view would leave the terminal to docker half-drawn
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(docker, argv)   # the docker CLI owns the terminal and the signals from here
+    try:
+        os.execv(docker, argv)   # the docker CLI owns the terminal and the signals from here
+    except OSError as e:
+        raise _not_started(docker, argv, e) from None
     return 0   # not reached
+
+
+def _not_started(docker: str, argv: list[str], e: OSError) -> EnvgenError:
+    """Why the docker CLI did not start: a command line longer than the system takes is the
+    input (exit 2); a docker that cannot run here is the environment (exit 3)."""
+    if e.errno == errno.E2BIG:
+        size = sum(len(os.fsencode(a)) + 1 for a in argv)
+        return InputError(f"the docker command line ({size} bytes) is longer than this system "
+                          f"takes; pass fewer or shorter -e values and arguments")
+    return EnvironmentMissing(f"the docker command {quoted(docker)} cannot be started: "
+                              f"{e.strerror or e}; install a working docker client")

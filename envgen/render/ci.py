@@ -238,7 +238,7 @@ def _repository(registry: str | None) -> str | None:
     if registry is None or registry == DEFAULT_REGISTRY:
         return None
     if "${{" in registry:
-        raise InputError(f"the registry {registry!r} carries a GitHub expression; the only "
+        raise InputError(f"the registry {shown(registry)} carries a GitHub expression; the only "
                          f"one allowed is the default, {DEFAULT_REGISTRY!r}")
     return parse_repository(registry)
 

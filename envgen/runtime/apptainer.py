@@ -13,7 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from ..core.errors import EnvironmentMissing, InputError
+from ..core.errors import EnvironmentMissing, InputError, shown
 
 SIF_MAGIC = b"SIF_MAGIC"   # at offset 32, after the launch script line (the SIF spec)
 BINDS_ENV = "ENVGEN_APPTAINER_BINDS"   # folders a wrapper must show inside (one a line)
@@ -54,10 +54,16 @@ def run(args: list[str], timeout: float, binds: tuple[str, ...] = (), cwd: str |
     env = dict(os.environ)
     if binds:
         env[BINDS_ENV] = "\n".join(binds)
-    proc = subprocess.Popen([*command(), *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", cwd=cwd, env=env, start_new_session=True,
-                            preexec_fn=die_with_parent)
+    program = command()
+    try:
+        proc = subprocess.Popen([*program, *args], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", cwd=cwd, env=env, start_new_session=True,
+                                preexec_fn=die_with_parent)
+    except OSError as e:   # not a program this system can start (no #! line, a lost interpreter)
+        raise EnvironmentMissing(f"apptainer ({shown(program[0])}) cannot be started: "
+                                 f"{e.strerror or e}; install it, or set ENVGEN_APPTAINER to a "
+                                 f"program that runs it") from None
     out: list[str] = []
     err: list[str] = []
 
@@ -90,7 +96,10 @@ def last_line(text: str) -> str:
 
 
 def version() -> str:
-    code, out, err = run(["--version"], 60)
+    try:
+        code, out, err = run(["--version"], 60)
+    except TimeoutError:
+        raise EnvironmentMissing("apptainer --version did not answer within 60 s") from None
     if code != 0:
         raise EnvironmentMissing(f"apptainer --version failed: {last_line(err or out)}")
     return out.strip().removeprefix("apptainer version ").strip()

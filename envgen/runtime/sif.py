@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..core import home as state
-from ..core.errors import BuildFailed, EnvironmentMissing, InputError
+from ..core.errors import BuildFailed, EnvironmentMissing, InputError, shown
 from . import apptainer
 from .docker import inspect_target
 
@@ -35,15 +35,30 @@ def sha256_of(path: Path) -> str:
 
 def check_output(out: str) -> Path:
     """The SIF's path, absolute (a name that starts with '-' never reaches a command line
-    as an option), in a folder that exists, not over a folder."""
+    as an option), in a folder that exists, not over a folder, a device or a pipe."""
     p = Path(os.path.abspath(out))
     if p.is_dir():
-        raise InputError(f"-o {out}: is a folder; name the SIF file to write")
+        raise InputError(f"-o {shown(out)}: is a folder; name the SIF file to write")
+    if p.exists() and not p.is_file():
+        raise InputError(f"-o {shown(out)}: is not a regular file (a device, a pipe or a "
+                         f"socket); name the SIF file to write")
     if not p.parent.is_dir():
-        raise InputError(f"-o {out}: folder {p.parent} does not exist")
+        raise InputError(f"-o {shown(out)}: {shown(str(p.parent))} is not a folder")
     if not os.access(p.parent, os.W_OK):
-        raise EnvironmentMissing(f"-o {out}: folder {p.parent} is not writable")
+        raise EnvironmentMissing(f"-o {shown(out)}: the folder {shown(str(p.parent))} is "
+                                 f"not writable")
     return p
+
+
+def _copy_in(built: Path, dest: Path) -> None:
+    """`built` at `dest` by a copy beside it, then a rename; no part is left on failure."""
+    part = dest.with_name(f".{dest.name}.part")
+    try:
+        shutil.copyfile(built, part)
+        os.replace(part, dest)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 COMPRESSIONS = ("gzip", "lz4", "zstd")   # gzip: what every kernel and squashfuse reads
@@ -87,9 +102,7 @@ def make_sif(c, ref: str, out: str, timeout: int = 1800, compression: str = "gzi
         try:
             os.replace(built, dest)
         except OSError:   # another file system: copy beside the target, then rename
-            part = dest.with_name(f".{dest.name}.part")
-            shutil.copyfile(built, part)
-            os.replace(part, dest)
+            _copy_in(built, dest)
     return {"sif": str(dest), "sha256": f"sha256:{digest}", "size_bytes": size,
             "image_id": target.image_id, "image_tags": sorted(target.tags),
             "stack": target.stack.stack, "apptainer": version, "compression": compression,
