@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import diff as d
 from ..certs import store as certs
-from ..core.errors import InputError
+from ..core.errors import EnvgenError, InputError, shown
 from ..matrix import load_matrix
 from ..matrix.yamlfile import load_file
 from ._common import load_matrix_for, out_json, table
@@ -53,7 +53,19 @@ def matrix_at(arg: str, tmp: Path):
             tar.extractall(out, filter="data")
         except tarfile.TarError as e:
             raise InputError(f"{rev}:{path} cannot be read from git ({e})") from None
-    return load_matrix(out / (prefix + path))
+    try:
+        return load_matrix(out / (prefix + path))
+    except EnvgenError as e:
+        _named_in_git(e, out, rev)
+        raise
+
+
+def _named_in_git(e: EnvgenError, out: Path, rev: str) -> None:
+    """A problem of a matrix read from git, its file named `REV:path` (as `git show` takes
+    it) rather than the temporary copy, which is gone by the time the message is read."""
+    for p in (e, *getattr(e, "problems", ())):
+        if p.file and Path(p.file).is_relative_to(out):
+            p.file = f"{rev}:{Path(p.file).relative_to(out).as_posix()}"
 
 
 def _say(text: str, indent: str = "") -> None:
@@ -151,10 +163,10 @@ def _print_matrix_diff(r: dict) -> None:
 def run(args) -> int:
     if (args.old is None) != (args.new is None):
         raise InputError("envgen diff: give both OLD and NEW matrices, or neither")
-    if args.old is None and not args.driver and not args.fleet:
+    if args.old is None and args.driver is None and not args.fleet:
         raise InputError("envgen diff: give OLD NEW matrices, --driver OLD..NEW, or --hosts "
                          "FILE")
-    drivers = d.parse_driver_range(args.driver) if args.driver else None
+    drivers = d.parse_driver_range(args.driver) if args.driver is not None else None
     out: dict = {}
     with contextlib.ExitStack() as stack:
         if args.old is not None:
@@ -165,10 +177,10 @@ def run(args) -> int:
         else:
             m = load_matrix_for(args)
     gpu = None
-    if args.gpu:
+    if args.gpu is not None:
         gpu = m.gpu(args.gpu)
         if gpu is None:
-            raise InputError(f"--gpu {args.gpu!r} is not a GPU in the matrix (see `envgen "
+            raise InputError(f"--gpu {shown(args.gpu)} is not a GPU in the matrix (see `envgen "
                              f"matrix show gpus`)")
     stacks = d.resolve_all(m) if (drivers or args.fleet) else None
     if drivers and (gpu is not None or not args.fleet):   # with a fleet, its GPUs decide

@@ -86,7 +86,7 @@ def image_advice(image: str) -> dict:
 
 
 def run(args) -> int:
-    img = image_advice(args.image) if getattr(args, "image", None) else None
+    img = image_advice(args.image) if getattr(args, "image", None) is not None else None
     r = doctor(load_matrix_for(args))
     if img is not None:
         r["image"] = img

@@ -27,7 +27,9 @@ class EnvgenError(Exception):
     def location(self) -> str | None:
         if self.file is None:
             return None
-        return f"{self.file}:{self.line}" if self.line else self.file
+        # a name with a line break or control character is quoted: it cannot start a line
+        file = self.file if self.file.isprintable() else shown(self.file, 200)
+        return f"{file}:{self.line}" if self.line else file
 
     def __str__(self) -> str:
         loc = self.location

@@ -24,7 +24,8 @@ def host(matrix, driver=None, gpu=None, cc=None, python=None, sources=None, plat
     ENVGEN_SOURCES, --platform)."""
     from .stack import host_from_flags
     return host_from_flags(matrix, driver=driver, gpu=gpu, cc=cc, python=python,
-                           sources=sources or os.environ.get("ENVGEN_SOURCES"),
+                           sources=sources if sources is not None else
+                           os.environ.get("ENVGEN_SOURCES") or None,
                            platform=platform)
 
 

@@ -118,6 +118,7 @@ def parse_spec(text: str, matrix: Matrix) -> Spec:
             written.append(reqs[-1])
         elif o := _OPTION.match(token):
             _option(text, matrix, o.group(1), o.group(2), options)
+            _once(text, o.group(1), written)
             written.append(token)
         elif (r := _REQ.match(token)) and r.group(3)[:1] in ("", *_OPERATORS):
             reqs.append(_Req(token, r.group(1), r.group(2), [r.group(3)] if r.group(3) else [],
@@ -202,6 +203,12 @@ def _option(text: str, matrix: Matrix, key: str, value: str, options: dict) -> N
         raise InputError(f"spec {shown(text)}: {key} is given twice ({options[key]} and "
                          f"{value}); keep one")
     options[key] = value
+
+
+def _once(text: str, key: str, written: list) -> None:
+    """An option may be written once (docs/contract.md), its value the same or not."""
+    if any(isinstance(w, str) and _OPTION.match(w).group(1) == key for w in written):
+        raise InputError(f"spec {shown(text)}: {key} is given twice; keep one")
 
 
 def _read(text: str, matrix: Matrix, q: _Req, variants: list) -> tuple[str, SpecifierSet]:

@@ -2,7 +2,7 @@
 Unsatisfiable naming what failed and the nearest specs that would work."""
 from __future__ import annotations
 
-from ..core.errors import InputError, Unsatisfiable
+from ..core.errors import InputError, Unsatisfiable, shown
 from ..core.model import (
     DEFAULT_PLATFORM,
     PLATFORMS,
@@ -55,7 +55,10 @@ def mirror_problem(url: str) -> str | None:
     if len(url) > 300 or not re.fullmatch(r"https?://[A-Za-z0-9._~:/%+\[\]-]+", url):
         return (f"{url[:80]!r} must be auto, pypi, index or the https URL of a PyPI mirror "
                 f"(https://HOST/simple)")
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:   # a bracket that holds no IPv6 address, or is never closed
+        return f"the mirror {url[:80]!r} names no host name envgen can reach"
     host = parts.hostname or ""
     try:
         parts.port
@@ -79,8 +82,8 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
     if gpu is not None:
         g = matrix.gpu(gpu)
         if g is None:
-            raise InputError(f"--gpu {gpu!r} is not a GPU in the matrix (see `envgen matrix "
-                             f"show gpus`)")
+            raise InputError(f"--gpu {shown(gpu)} is not a GPU in the matrix (see `envgen "
+                             f"matrix show gpus`)")
     if platform is not None and platform not in PLATFORMS:
         raise InputError(f"--platform {str(platform)[:40]!r} must be {' or '.join(PLATFORMS)}")
     if g is not None:
@@ -91,7 +94,7 @@ def host_from_flags(matrix: Matrix, driver=None, gpu=None, cc=None, python=None,
         raise InputError(f"--gpu {g.name} has compute capability {g.cc}, not {cc}")
     if python is not None and not re.match(r"^3\.[0-9]{1,2}$", python):
         raise InputError(f"--python {python!r} is not a Python version like 3.11")
-    sources = sources or "auto"
+    sources = "auto" if sources is None else sources
     if sources not in POLICIES:
         why = mirror_problem(sources)
         if why is not None:
