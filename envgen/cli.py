@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -34,6 +35,8 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", "store", _Once)
 
     def error(self, message):  # usage errors are exit 2, one sentence, no traceback
+        # argparse quotes the value it refuses whole ("invalid choice: 'xxxx…'"): cut it
+        message = re.sub(r"'([^']{60})[^']+'", r"'\1...'", message)
         raise InputError(f"{self.prog}: {message}")
 
 
@@ -635,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--gpu-runner", action="append", metavar="LABEL",
                     help="with github: a runs-on label of the GPU certification job; repeat "
                          "it or separate labels with commas (default: self-hosted,gpu)")
-    ci.add_argument("--lock", metavar="FILE",
+    ci.add_argument("--lock", metavar="FILE", type=_path,
                     help="with devcontainer: use the image this lock pins by digest")
     ci.add_argument("--refresh", action="store_true",
                     help="with github: a weekly workflow that runs `envgen matrix refresh` on "
@@ -788,7 +791,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = (s if isinstance(s, Escaping) or s is None else Escaping(s)
                               for s in streams)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and isinstance(getattr(args, "specs", None), list) and \
+                not any(x.startswith("-") for x in extra):
+            args.specs += extra   # `ci github --registry R SPEC`: SPECs after an option
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         from .core.environ import check as check_environment
         check_environment()
         return int(args.func(args) or 0)

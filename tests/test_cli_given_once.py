@@ -73,3 +73,35 @@ def test_a_relative_envgen_home_is_taken_from_the_starting_folder(tmp_path, monk
     assert home.home() == Path.home() / ".local" / "share" / "envgen"
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert home.home() == tmp_path / "data" / "envgen"
+
+
+def test_specs_may_follow_an_option_and_a_stray_word_is_still_refused(capsys, tmp_path,
+                                                                      monkeypatch):
+    """argparse takes `ci`'s KIND and SPECs together, so a SPEC after an option was an
+    "unrecognized argument"; other commands keep refusing a word they do not take."""
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path))
+    assert main(["ci", "bake", "--matrix", str(Path(__file__).parents[1] / "matrices"),
+                 "pytorch-cu121", "jax-cpu"]) == 0
+    out = capsys.readouterr().out
+    assert '"pytorch-cu121"' in out and '"jax-cpu"' in out
+    assert main(["ci", "bake", "pytorch-cu121", "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+    assert main(["resolve", "pytorch-cu121", "extra"]) == 2
+    assert "unrecognized arguments: extra" in capsys.readouterr().err
+
+
+def test_a_refused_choice_is_echoed_cut_short(capsys):
+    assert main(["matrix", "show", "x" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: '" + "x" * 60 + "...'" in err and len(err) < 400
+
+
+def test_ci_lock_takes_a_usable_file_name(capsys):
+    assert main(["ci", "devcontainer", "pytorch-cu121", "--lock", ""]) == 2
+    assert "'' is not a usable file or folder name" in capsys.readouterr().err
+
+
+def test_a_spec_that_cannot_resolve_says_why_where_an_image_was_also_possible(capsys):
+    assert main(["run", "pytorch-cu121,python=3.99", "--dry-run", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "nor a spec that resolves (" in err and "no base offers Python 3.99" in err, err

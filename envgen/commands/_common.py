@@ -118,10 +118,11 @@ def ref_or_spec(args, matrix, text: str) -> tuple[str | None, str | None]:
         not_ref = e
     try:
         as_spec = default_tag(resolve_for(args, matrix, text))
-    except EnvgenError:
-        if as_ref is None:
-            raise InputError(f"{shown(text)} is neither an image reference nor a spec "
-                             f"({not_ref.message})") from None
+    except EnvgenError as e:
+        if as_ref is None:   # both reasons: `pytorch-cu121,python=3.99` is a spec gone wrong
+            raise InputError(f"{shown(text)} is neither an image reference "
+                             f"({not_ref.message[:200]}) nor a spec that resolves "
+                             f"({e.message[:300]})") from None
         if _names_a_stack(matrix or load_matrix_for(args), text):
             raise   # a stack's name that cannot resolve here: its reason, not "no image"
     return as_ref, as_spec
