@@ -94,7 +94,7 @@ def build_and_certify(stack: Stack, matrix, *, tag: str | None = None,
     from .build.buildkit import build, tag_image
     from .runtime import docker as engine
     from .runtime.engine import DockerEngine
-    tag = tag or default_tag(stack)
+    tag = default_tag(stack) if tag is None else tag   # --tag '' is refused, not ignored
     parse_tagged(tag)
     hg = check_certify_inputs(certify) if certify is not None else None
     c = client or engine.client()

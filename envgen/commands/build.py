@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import job
 from ..core.errors import CheckFailed
+from ..runtime.gpu_access import check_gpus
 from ._common import load_matrix_for, out_json, print_certificate, progress_for, resolve_for
 
 
@@ -16,6 +17,7 @@ def options(args) -> job.CertifyOptions:
 
 
 def run(args) -> int:
+    check_gpus(args.gpus)   # a bad --gpus is exit 2, with or without --certify
     m = load_matrix_for(args)
     st = resolve_for(args, m)
     done = job.build_and_certify(st, m, tag=args.tag,

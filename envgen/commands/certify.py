@@ -46,11 +46,13 @@ def report(args, cert: dict, ref: str) -> int:
 
 
 def run(args) -> int:
+    if is_sif(args.target) and args.multi_gpu:   # bad input (exit 2) before the host's lacks
+        from ..core.errors import InputError
+        raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
+    # The store is proven writable before anything else writes under ENVGEN_HOME (the
+    # matrix's cache): its last free bytes are the certificate's.
     hg = job.check_certify_inputs(options(args))
     if is_sif(args.target):
-        if args.multi_gpu:
-            from ..core.errors import InputError
-            raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
         return run_sif(args, hg)
     m = load_matrix_for(args)
     as_ref, as_spec = ref_or_spec(args, m, args.target)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from ..core.errors import CheckFailed, InputError
+from ..core.errors import CheckFailed, InputError, shown
 from ..lock import write as lk
 from ..runtime import docker as engine
 from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
@@ -64,9 +65,10 @@ def run(args) -> int:
     entries, skipped = {}, []
     for path in args.merge or ():
         entries.update(lk.read_lock(path)["stacks"])
-    if args.push:
+    if args.push is not None:   # --push '' is refused, not taken for no push
         from ..core.image import parse_repository
         parse_repository(args.push)
+    _check_output(args.output)
     if args.specs or not args.merge:
         wanted = _wanted(args, m)
         before = (lk.read_lock(args.output)["stacks"] if os.path.lexists(args.output)
@@ -107,6 +109,16 @@ def run(args) -> int:
         print(f"skipped {s}: {why}", file=sys.stderr)
     print(f"wrote {args.output} ({len(data['stacks'])} stack(s))")
     return 0
+
+
+def _check_output(path: str) -> None:
+    """A lock that cannot be written is said before any daemon is asked or image pushed:
+    the first thing that exists above it must be a folder (write_lock makes the rest)."""
+    above = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(above):
+        above = above.parent
+    if not above.is_dir():
+        raise InputError(f"-o {shown(path)}: {shown(str(above))} is not a folder")
 
 
 def _pinned_before(before: dict | None, name: str, entry: dict):
