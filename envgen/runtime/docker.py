@@ -14,6 +14,7 @@ from functools import lru_cache
 from ..core import home as state
 from ..core.errors import EnvironmentMissing, InputError
 from ..core.model import Stack
+from ..core.signals import deferred
 from ..matrix.wire import stack_from_labels
 
 START_HINT = ("start it with `setsid dockerd >/tmp/dockerd.log 2>&1 &` as root (after "
@@ -302,19 +303,26 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
     token = os.urandom(8).hex()
     labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
               DEADLINE_LABEL: str(int(time.time()) + limit + GRACE_S), CALL_LABEL: token}
+    container = None
     try:
-        container = c.containers.create(image, command=["python", "-c", _LIMIT, str(limit),
-                                                        *command],
-                                        detach=True, labels=labels, **create_kwargs)
-    except BaseException:
-        # The daemon may have made it before the answer came back (a signal while docker-py
-        # reads the reply or inspects the new container): no handle yet, so find it by token.
-        _remove_labelled(c, token)
-        raise
-    try:
-        if before_start is not None:
-            before_start(container)
-        container.start()
+        # A signal waits until the daemon has answered (each call is bounded by the client's
+        # timeout): cut short while a request was in flight, the daemon went on to make the
+        # container after a search for it had found nothing, or to start it while it was
+        # being removed, and the removal failed.
+        with deferred() as held:
+            try:
+                container = c.containers.create(image, command=["python", "-c", _LIMIT,
+                                                                str(limit), *command],
+                                                detach=True, labels=labels, **create_kwargs)
+            except BaseException:
+                # made, but no handle came back (a fault while docker-py read the reply or
+                # inspected the new container): find it by its token
+                _remove_labelled(c, token)
+                raise
+            if not held:   # a signal came: the container is removed, never started
+                if before_start is not None:
+                    before_start(container)
+                container.start()
         follower = _follow(container, on_stderr_line) if on_stderr_line else None
         try:
             code = int(container.wait(timeout=timeout).get("StatusCode", -1))
@@ -329,10 +337,22 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         return code, stdout, stderr
     finally:
+        if container is not None:
+            _remove(c, container, token)
+
+
+def _remove(c, container, token: str, tries: int = 5) -> None:
+    """Remove the container (killing it), trying again while the daemon is busy with it
+    ("removal already in progress", a start it has not finished); then by its token."""
+    for attempt in range(tries):
         try:
             container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
+            return
+        except Exception as e:  # noqa: PERF203 - a daemon fault: look again shortly
+            if "no such container" in str(e).lower() or "404" in str(e):
+                return   # already gone
+            time.sleep(0.2 * (attempt + 1))
+    _remove_labelled(c, token)
 
 
 # What an image's bits are, for a container that runs them: its layers (by content) and
