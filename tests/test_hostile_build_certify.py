@@ -4,6 +4,7 @@ is), never taken for "use the default" or said after an environment problem."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_hostile_lock import lock_text
@@ -73,3 +74,21 @@ def test_certify_says_a_bad_target_as_such_and_multi_gpu_on_a_sif_before_the_hos
     # check comes before anything writes under ENVGEN_HOME (test_hardening_real's full disk)
     assert main(["certify", "--gpus", "0", "UPPER"]) == 3
     assert "no GPU 0" in _err(capsys)
+
+
+def test_certify_of_a_sif_that_is_not_there_is_bad_input_before_the_host(tmp_path, capsys):
+    assert main(["certify", "--gpus", "0", str(tmp_path / "missing.sif")]) == 2
+    assert "no such SIF file" in _err(capsys)
+    (tmp_path / "fake.sif").write_bytes(b"#!/usr/bin/env run-singularity\n" + b"\0" * 200)
+    assert main(["certify", "--gpus", "0", str(tmp_path / "fake.sif")]) == 2
+    assert "not a SIF file" in _err(capsys)
+
+
+def test_a_lock_written_under_a_name_with_a_line_break_is_said_quoted(tmp_path, capsys):
+    from test_hostile_lock import lock_text, write
+    merged = write(tmp_path, lock_text())
+    out = str(tmp_path / "a\nb.lock")
+    assert main(["lock", "--merge", str(merged), "-o", out]) == 0
+    said = capsys.readouterr().out
+    assert said.splitlines()[-1].startswith("wrote ") and "a\\nb.lock" in said
+    assert Path(out).is_file()

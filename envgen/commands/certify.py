@@ -46,9 +46,12 @@ def report(args, cert: dict, ref: str) -> int:
 
 
 def run(args) -> int:
-    if is_sif(args.target) and args.multi_gpu:   # bad input (exit 2) before the host's lacks
+    if is_sif(args.target):   # bad input (exit 2) before what the host lacks (exit 3)
         from ..core.errors import InputError
-        raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
+        from ..runtime.apptainer import check_sif
+        if args.multi_gpu:
+            raise InputError("--multi-gpu is not run on a SIF yet; certify its Docker image")
+        check_sif(args.target)   # there, whole and a SIF: its header read, nothing run
     # The store is proven writable before anything else writes under ENVGEN_HOME (the
     # matrix's cache): its last free bytes are the certificate's.
     hg = job.check_certify_inputs(options(args))

@@ -107,7 +107,8 @@ def run(args) -> int:
             print(f"  installed but not in the closure: {n}")
     for s, why in skipped:
         print(f"skipped {s}: {why}", file=sys.stderr)
-    print(f"wrote {args.output} ({len(data['stacks'])} stack(s))")
+    name = args.output if args.output.isprintable() else shown(args.output, 200)
+    print(f"wrote {name} ({len(data['stacks'])} stack(s))")
     return 0
 
 
