@@ -747,25 +747,22 @@ def _report(e: EnvgenError, want_json: bool) -> int:
     return e.exit_code
 
 
-_FULL = {"ENOSPC", "EDQUOT", "EACCES", "EPERM", "EROFS", "EIO", "EMFILE", "ENFILE"}
-_BAD_PATH = {"ENOENT", "ENOTDIR", "EISDIR", "ENAMETOOLONG", "EEXIST", "ELOOP", "EINVAL",
-             "EXDEV"}
-
-
 def file_failed(e: BaseException) -> EnvgenError | None:
     """A file envgen was told to read or write that the system refused: a full disk or a
     folder it may not write is the environment (exit 3), a path that cannot be one is bad
     input (exit 2); None for any other error."""
     import errno
+
+    from .core.files import fault_class
     if not isinstance(e, OSError) or e.errno is None:
         return None
-    name = errno.errorcode.get(e.errno, "")
     where = f" {e.filename}" if e.filename else ""
-    text = f"cannot use{where}: {e.strerror or name}"
-    if name in _FULL:
+    text = f"cannot use{where}: {e.strerror or errno.errorcode.get(e.errno, '')}"
+    kind = fault_class(e)
+    if kind is EnvironmentMissing:
         return EnvironmentMissing(text + " (free space or fix the permissions, then run it "
                                          "again)")
-    if name in _BAD_PATH:
+    if kind is InputError:
         return InputError(text)
     return None
 

@@ -2,26 +2,23 @@
 (for each of the fleet's GPUs too), and DIR/certs/ with a copy of each certificate it links."""
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
 from ..certs import store as certs
 from ..core.errors import EnvironmentMissing, InputError
-from ..core.files import write_atomic, write_json
+from ..core.files import fault_class, write_atomic, write_json
 from ..diff import parse_fleet, resolve_all
 from ..matrix.yamlfile import load_file
 from ..report import build_report, render_page
 from ._common import load_matrix_for, out_json
 
-_BAD_PATH = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL}
-
 
 def _unwritable(folder: Path, e: OSError) -> EnvironmentMissing | InputError:
-    """A full disk or a folder envgen may not write is the host (exit 3); a path that cannot
-    be a folder (through a file, too long, a loop) is bad input (exit 2), as for render."""
+    """A path that cannot be a folder (through a file, too long, a loop) is bad input (exit
+    2), as for render (core.files.fault_class); anything else the host (exit 3)."""
     text = f"cannot write the report here: {e.strerror or e}"
-    if e.errno in _BAD_PATH:
+    if fault_class(e) is InputError:
         return InputError(text, file=str(folder))
     return EnvironmentMissing(text, file=str(folder))
 

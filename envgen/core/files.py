@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import InputError
+from .errors import EnvironmentMissing, InputError
 
 
 def _token() -> str:
@@ -121,3 +121,21 @@ def locked(path: Path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# What the system's refusal of a file operation says: a full disk or a folder envgen may not
+# write is the host (exit 3); a path that cannot be one is the input (exit 2).
+HOST_FAULTS = {"ENOSPC", "EDQUOT", "EACCES", "EPERM", "EROFS", "EIO", "EMFILE", "ENFILE"}
+PATH_FAULTS = {"ENOENT", "ENOTDIR", "EISDIR", "ENAMETOOLONG", "EEXIST", "ELOOP", "EINVAL",
+               "EXDEV"}
+
+
+def fault_class(e: OSError) -> type[EnvironmentMissing] | type[InputError] | None:
+    """EnvironmentMissing or InputError for an OSError of those kinds; None for any other."""
+    import errno
+    name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
+    if name in HOST_FAULTS:
+        return EnvironmentMissing
+    if name in PATH_FAULTS:
+        return InputError
+    return None
