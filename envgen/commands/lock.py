@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..core.errors import CheckFailed, InputError, shown
+from ..core.errors import CheckFailed, InputError, named, shown
 from ..lock import write as lk
 from ..runtime import docker as engine
 from ._common import load_matrix_for, out_json, progress_for, ref_or_spec
@@ -107,8 +107,7 @@ def run(args) -> int:
             print(f"  installed but not in the closure: {n}")
     for s, why in skipped:
         print(f"skipped {s}: {why}", file=sys.stderr)
-    name = args.output if args.output.isprintable() else shown(args.output, 200)
-    print(f"wrote {name} ({len(data['stacks'])} stack(s))")
+    print(f"wrote {named(args.output)} ({len(data['stacks'])} stack(s))")
     return 0
 
 

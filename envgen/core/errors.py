@@ -9,6 +9,12 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
+def named(name: str) -> str:
+    """A file's name as written, quoted (shown) only when it holds a line break or a control
+    character: printed raw, such a name could start a line of its own."""
+    return name if name.isprintable() else shown(name, 200)
+
+
 class EnvgenError(Exception):
     """Base of every error envgen reports to a user: one sentence, an exit code, a place."""
 
@@ -27,8 +33,7 @@ class EnvgenError(Exception):
     def location(self) -> str | None:
         if self.file is None:
             return None
-        # a name with a line break or control character is quoted: it cannot start a line
-        file = self.file if self.file.isprintable() else shown(self.file, 200)
+        file = named(self.file)
         return f"{file}:{self.line}" if self.line else file
 
     def __str__(self) -> str:
