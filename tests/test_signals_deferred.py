@@ -107,3 +107,17 @@ def test_a_removal_the_daemon_refuses_for_a_moment_is_tried_again(monkeypatch):
     c = FakeClient()
     engine._remove(c, FailingRemoval(c.log, 99), "token", tries=3)
     assert c.log == ["busy"] * 3 + ["listed"]   # then looked for by its token
+
+
+class Gone(FakeContainer):
+    def remove(self, force=False):
+        self.log.append("gone")
+        e = RuntimeError("404 Client Error: Not Found (No such container: x)")
+        e.response = type("Response", (), {"status_code": 404})()
+        raise e
+
+
+def test_a_container_already_gone_is_not_looked_for_again():
+    c = FakeClient()
+    engine._remove(c, Gone(c.log), "token")
+    assert c.log == ["gone"]

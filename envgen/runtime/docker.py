@@ -349,8 +349,8 @@ def _remove(c, container, token: str, tries: int = 5) -> None:
             container.remove(force=True)
             return
         except Exception as e:  # noqa: PERF203 - a daemon fault: look again shortly
-            if "no such container" in str(e).lower() or "404" in str(e):
-                return   # already gone
+            if getattr(getattr(e, "response", None), "status_code", None) == 404:
+                return   # already gone (the daemon's "no such container")
             time.sleep(0.2 * (attempt + 1))
     _remove_labelled(c, token)
 
