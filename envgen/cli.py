@@ -529,7 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "UID 10001), as certification does; it may not write to "
                               "/workspace")
         parser.add_argument("--dry-run", action="store_true",
-                            help="print the docker command instead of running it")
+                            help="print the docker command instead of running it (the "
+                                 "image is still started once, with no network, for a "
+                                 "second, to learn which ulimits the daemon sets)")
     rn = sub.add_parser(
         "run", help="run your own command in a certified image, started as certification "
                     "starts the payload",
@@ -794,7 +796,9 @@ def main(argv: list[str] | None = None) -> int:
                 not any(x.startswith("-") for x in extra):
             args.specs += extra   # `ci github --registry R SPEC`: SPECs after an option
         elif extra:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser.error("unrecognized arguments: " + " ".join(
+                repr(x if len(x) <= 60 else x[:60] + "...") for x in extra[:5])
+                + (f" and {len(extra) - 5} more" if len(extra) > 5 else ""))
         from .core.environ import check as check_environment
         check_environment()
         return int(args.func(args) or 0)

@@ -85,9 +85,14 @@ def test_specs_may_follow_an_option_and_a_stray_word_is_still_refused(capsys, tm
     out = capsys.readouterr().out
     assert '"pytorch-cu121"' in out and '"jax-cpu"' in out
     assert main(["ci", "bake", "pytorch-cu121", "--bogus"]) == 2
-    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+    assert "unrecognized arguments: '--bogus'" in capsys.readouterr().err
     assert main(["resolve", "pytorch-cu121", "extra"]) == 2
-    assert "unrecognized arguments: extra" in capsys.readouterr().err
+    assert "unrecognized arguments: 'extra'" in capsys.readouterr().err
+    # a long or hostile word is cut and its control characters shown escaped, on one line
+    assert main(["resolve", "pytorch-cu121", "x" * 5000, "a\nb", *"cdefg"]) == 2
+    err = capsys.readouterr().err
+    assert "'" + "x" * 60 + "...'" in err and "'a\\nb'" in err and "and 2 more" in err
+    assert len(err) < 400 and err.count("\n") == 1
 
 
 def test_a_refused_choice_is_echoed_cut_short(capsys):

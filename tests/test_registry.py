@@ -241,3 +241,12 @@ def test_tags_split_as_docker_py_splits_them(ref):
     from envgen.core.image import split_tag
     repo, tag = parse_repository_tag(ref)
     assert split_tag(ref) == (repo, tag or "latest")
+
+
+@pytest.mark.parametrize("text", ["x@sha256:", f"envgen/team@{DIGEST}", "x:v1@sha256:ab"])
+def test_a_tag_that_names_a_digest_is_refused_for_what_it_is(text):
+    from envgen.core.image import parse_tagged
+    with pytest.raises(InputError) as e:
+        parse_tagged(text)
+    assert e.value.exit_code == 2 and "names a digest" in str(e.value)
+    assert "repository[:tag]" in str(e.value) and "tag of" not in str(e.value)

@@ -107,6 +107,9 @@ def parse_tagged(text: object) -> tuple[str, str]:
     grammar as a pushed repository; else InputError."""
     if not isinstance(text, str):
         raise InputError(f"an image reference must be a string, not {type(text).__name__}")
+    if "@" in text:   # else `x@sha256:` reads as repository 'x@sha256' with an empty tag
+        raise InputError(f"{_show(text)} names a digest; a tag is repository[:tag] (such as "
+                         f"envgen/team:v1), and the daemon gives the digest")
     repository, tag = split_tag(text)
     if not _TAG.fullmatch(tag):
         raise InputError(f"the tag of {_show(text)} is not valid (letters, digits, '_', '.' "
