@@ -124,3 +124,49 @@ def test_a_python_mismatch_is_said_before_the_source_build_refusal(tmp_path, mon
         init._check_builds(intake("torch==1.12.1"), closure(old), STACK, source_builds=False)
     assert "torch 1.12.1 has no build for Python 3.11 (cp37 to cp310): python=3.10" \
         in e.value.message and "--no-source-builds" not in e.value.message
+
+
+def _refused(*names):
+    from envgen.resolve.closure import HostBuildRefused
+    return HostBuildRefused(list(names), "x has no wheel ... ENVGEN_NO_HOST_BUILDS=1 ...")
+
+
+def test_an_sdist_uv_was_not_let_build_is_refused_at_the_teams_line(monkeypatch):
+    # --no-source-builds: uv resolves with --no-build, so nothing of the sdist ran here;
+    # the index lists crcmod 1.7 as an sdist alone (no Python mismatch to tell first)
+    import envgen.resolve.closure as cl
+    monkeypatch.setattr(cl, "fetch_json", lambda url: {"files": [
+        {"filename": "crcmod-1.7.tar.gz"}]})
+    err = init._refused_build_sentence(_refused("crcmod"),
+                                       intake("torch==2.4.1", "crcmod==1.7"), STACK)
+    assert (err.file, err.line, err.exit_code) == ("requirements.txt", 2, 2)
+    assert err.message.startswith("crcmod==1.7: crcmod has no wheel for Python 3.11")
+    assert "--no-source-builds refuses building its sdist" in err.message
+    assert "on this machine" in err.message
+    dep = init._refused_build_sentence(_refused("crcmod"), intake("torch==2.4.1"), STACK)
+    assert dep.message.startswith("crcmod (a dependency of the requirements)")
+    assert (dep.file, dep.line) == ("requirements.txt", None)
+
+
+def test_a_pin_with_wheels_for_other_pythons_says_so_first_when_uv_refused(monkeypatch):
+    import envgen.resolve.closure as cl
+    monkeypatch.setattr(cl, "fetch_json", lambda url: {"files": [
+        {"filename": f"torch-1.12.1-cp3{m}-cp3{m}-manylinux1_x86_64.whl"} for m in (7, 8, 9, 10)
+    ] + [{"filename": "torch-2.0.0-cp311-cp311-manylinux1_x86_64.whl"}]})
+    err = init._refused_build_sentence(_refused("torch"), intake("torch==1.12.1"), STACK)
+    assert "torch 1.12.1 has no build for Python 3.11 (cp37 to cp310): python=3.10" \
+        in err.message and (err.file, err.line) == ("requirements.txt", 1)
+
+
+def test_no_source_builds_sets_the_refusal_only_while_it_resolves(monkeypatch):
+    monkeypatch.delenv("ENVGEN_NO_HOST_BUILDS", raising=False)
+    import os
+    with init._host_builds(refused=True):
+        assert os.environ["ENVGEN_NO_HOST_BUILDS"] == "1"
+    assert "ENVGEN_NO_HOST_BUILDS" not in os.environ
+    with init._host_builds(refused=False):
+        assert "ENVGEN_NO_HOST_BUILDS" not in os.environ
+    monkeypatch.setenv("ENVGEN_NO_HOST_BUILDS", "0")
+    with init._host_builds(refused=True):
+        assert os.environ["ENVGEN_NO_HOST_BUILDS"] == "1"
+    assert os.environ["ENVGEN_NO_HOST_BUILDS"] == "0"

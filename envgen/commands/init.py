@@ -1,7 +1,9 @@
 """`envgen init [STACK]`: write an annotated envgen.yaml in the current folder."""
 from __future__ import annotations
 
+import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.errors import InputError
@@ -50,7 +52,7 @@ def from_file(args, m, path: Path) -> int:
     from ..core.errors import EnvironmentMissing, Unsatisfiable
     from ..intake import choose, read
     from ..intake.modules import modules
-    from ..resolve.closure import SIMPLE_URL, closure_for
+    from ..resolve.closure import SIMPLE_URL, HostBuildRefused, closure_for
     from ..resolve.stack import host_from_flags
     if args.spec:
         raise InputError("init takes a STACK or --from PATH, not both")
@@ -92,7 +94,10 @@ def from_file(args, m, path: Path) -> int:
         Path(tmp).write_text(choose.text(intake, stack, spec, name, why, target, []))
         loaded = project.load(Path(tmp))
         try:
-            applied = project.apply(stack, loaded.layer)
+            with _host_builds(refused=getattr(args, "no_source_builds", False)):
+                applied = project.apply(stack, loaded.layer)
+        except HostBuildRefused as e:
+            raise _refused_build_sentence(e, intake, stack) from None
         except Unsatisfiable as e:
             raise _sentence(e, intake, stack, args.verbose) from None
         except EnvironmentMissing as e:
@@ -275,66 +280,142 @@ def _check_hashes(intake, closure) -> None:
                              line=w.line)
 
 
+@contextmanager
+def _host_builds(refused: bool):
+    """--no-source-builds: uv builds no sdist on this machine while it resolves (it would
+    run the sdist's own build backend here to read what it requires)."""
+    if not refused:
+        yield
+        return
+    before = os.environ.get("ENVGEN_NO_HOST_BUILDS")
+    os.environ["ENVGEN_NO_HOST_BUILDS"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ENVGEN_NO_HOST_BUILDS", None)
+        else:
+            os.environ["ENVGEN_NO_HOST_BUILDS"] = before
+
+
 def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     """A team's pin with wheels for other Pythons but none for the image's is a Python
     mismatch, not a package to compile: one sentence naming the Pythons it was built for.
     Without `source_builds` (--no-source-builds), any other distribution of the closure that
     would be built from its sdist is refused, at the team's line that asked for it."""
-    import json
     import os
 
-    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.utils import canonicalize_name
 
-    from ..resolve.closure import SIMPLE_URL, fetch_json
+    from ..resolve.closure import SIMPLE_URL
     index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
     lines = {w.name: w for w in intake.requirements}
     for p in closure.pins:
         w = lines.get(canonicalize_name(p.name))
         if w is None or not p.sdist:
             continue
-        from ..core import home
-        memo = home.home() / "cache" / "wheel-pythons" / f"{p.sha256 or 'x'}.json"
-        try:
-            pys = set(json.loads(memo.read_text()))
-        except (OSError, ValueError, TypeError):
-            try:
-                files = fetch_json(f"{index}/{canonicalize_name(p.name)}/").get("files") or []
-            except (OSError, LookupError):
-                continue
-            pys = set()
-            for f in files:
-                try:
-                    _n, v, _b, tags = parse_wheel_filename(f.get("filename", ""))
-                except Exception:   # not a wheel, or a name packaging refuses
-                    continue
-                if str(v) == p.version:
-                    pys |= {int(t.interpreter[3:]) for t in tags
-                            if re.fullmatch(r"cp3\d+", t.interpreter)}
-            if p.sha256:
-                from ..core.files import write_json
-                write_json(memo, sorted(pys))
-        if not all(isinstance(x, int) for x in pys):
-            continue
-        if not pys:
-            continue   # sdist only: built in the builder stage
-        want = int(stack.python.split(".")[1])
-        below = [m for m in pys if m < want]
-        fix = f"python=3.{max(below)} resolves it (--python 3.{max(below)}), or " if below \
-            else ""
-        raise InputError(f"{w.text}: {p.name} {p.version} has no build for Python "
-                         f"{stack.python} (cp3{min(pys)} to cp3{max(pys)}): {fix}a newer "
-                         f"{p.name} that has one", file=w.file, line=w.line)
+        mismatch = _python_mismatch(w, p.name, p.version, p.sha256, index, stack)
+        if mismatch is not None:
+            raise mismatch
     # said after a Python mismatch, which no source build would mend
     if not source_builds:
         for p in closure.pins:
             if p.sdist:
-                w = lines.get(canonicalize_name(p.name))
-                asked = w.text if w else f"{p.name} (a dependency of the requirements)"
-                raise InputError(f"{asked}: {p.name} {p.version} would be built from its "
-                                 f"sdist ({p.file}) and --no-source-builds refuses that: pin a "
-                                 f"release with a wheel for Python {stack.python} on Linux, or "
-                                 f"give a wheel URL with its sha256",
-                                 file=w.file if w else intake.path, line=w.line if w else None)
+                raise _at_line(intake, p.name, f"{p.version} would be built from its sdist "
+                               f"({p.file}) and --no-source-builds refuses that: pin a release "
+                               f"with a wheel for Python {stack.python} on Linux, or give a "
+                               f"wheel URL with its sha256")
+
+
+def _at_line(intake, name: str, why: str) -> InputError:
+    """'LINE: NAME WHY' at the team's line that asked for `name`, or naming it as a
+    dependency of the file."""
+    from packaging.utils import canonicalize_name
+    w = next((w for w in intake.requirements if w.name == canonicalize_name(name)), None)
+    asked = w.text if w else f"{name} (a dependency of the requirements)"
+    return InputError(f"{asked}: {name} {why}", file=w.file if w else intake.path,
+                      line=w.line if w else None)
+
+
+def _wheel_pythons(index: str, name: str, version: str, sha256: str | None) -> set | None:
+    """The CPython minor versions the index has wheels of `name` `version` for (kept in
+    ENVGEN_HOME by the sdist's sha256 when there is one); None when the index cannot say."""
+    import json
+
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    from ..core import home
+    from ..resolve.closure import fetch_json
+    memo = home.home() / "cache" / "wheel-pythons" / f"{sha256}.json" if sha256 else None
+    try:
+        pys = set(json.loads(memo.read_text())) if memo else None
+    except (OSError, ValueError, TypeError):
+        pys = None
+    if pys is None:
+        try:
+            files = fetch_json(f"{index}/{canonicalize_name(name)}/").get("files") or []
+        except (OSError, LookupError):
+            return None
+        pys = set()
+        for f in files:
+            try:
+                _n, v, _b, tags = parse_wheel_filename(f.get("filename", ""))
+            except Exception:   # not a wheel, or a name packaging refuses
+                continue
+            if str(v) == version:
+                pys |= {int(t.interpreter[3:]) for t in tags
+                        if re.fullmatch(r"cp3\d+", t.interpreter)}
+        if memo is not None:
+            from ..core.files import write_json
+            write_json(memo, sorted(pys))
+    return pys if all(isinstance(x, int) for x in pys) else None
+
+
+def _python_mismatch(w, name: str, version: str, sha256, index: str, stack):
+    """The sentence for a team's pin whose version has wheels for other Pythons only, at
+    its line; None when it has none at all (an sdist alone) or the index cannot say."""
+    pys = _wheel_pythons(index, name, version, sha256)
+    if not pys:
+        return None   # sdist only: built in the builder stage
+    want = int(stack.python.split(".")[1])
+    below = [m for m in pys if m < want]
+    fix = f"python=3.{max(below)} resolves it (--python 3.{max(below)}), or " if below \
+        else ""
+    return InputError(f"{w.text}: {name} {version} has no build for Python {stack.python} "
+                      f"(cp3{min(pys)} to cp3{max(pys)}): {fix}a newer {name} that has one",
+                      file=w.file, line=w.line)
+
+
+def _refused_build_sentence(e, intake, stack):
+    """uv refused to build an sdist on this machine (init --from --no-source-builds): one
+    sentence at the team's line that asked for it, the Python mismatch first when the
+    pinned version has wheels for other Pythons."""
+    import os
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from ..resolve.closure import SIMPLE_URL
+    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
+    lines = {w.name: w for w in intake.requirements}
+    name = next((n for n in e.packages if canonicalize_name(n) in lines),
+                e.packages[0] if e.packages else None)
+    if name is None:
+        return InputError(f"{e.message} (--no-source-builds)")
+    w = lines.get(canonicalize_name(name))
+    if w is not None:
+        try:
+            pinned = [x.version for x in Requirement(w.text).specifier if x.operator == "=="]
+        except InvalidRequirement:
+            pinned = []
+        if len(pinned) == 1 and "*" not in pinned[0]:
+            mismatch = _python_mismatch(w, name, pinned[0], None, index, stack)
+            if mismatch is not None:
+                return mismatch
+    return _at_line(intake, name, f"has no wheel for Python {stack.python} on Linux that "
+                    f"fits, and --no-source-builds refuses building its sdist (uv would run "
+                    f"its build backend on this machine even to read what it requires): pin "
+                    f"a release with a wheel, or give a wheel URL with its sha256")
 
 
 def _pin_git(intake):

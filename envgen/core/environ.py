@@ -78,6 +78,7 @@ CHECKS = {
     "ENVGEN_REVISION": _pattern(REVISION, "a commit id (7 to 64 lowercase hex digits)"),
     "ENVGEN_DEBUG": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),
     "ENVGEN_NO_CACHE": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),
+    "ENVGEN_NO_HOST_BUILDS": _pattern(r"[01]", "1 or 0"),
 }
 
 

@@ -362,8 +362,21 @@ def _uv_platform(platform: str) -> str:
     return "%s-manylinux_%d_%d" % (m.group(3), *glibc)
 
 
-def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tuple[dict, str]:
-    """name → version for the whole closure, from uv's resolver; and uv's version."""
+class HostBuildRefused(InputError):
+    """uv would have run an sdist's build backend on this machine, and that was refused
+    (ENVGEN_NO_HOST_BUILDS=1, init --from --no-source-builds); `packages`: the names uv
+    gave."""
+
+    def __init__(self, packages, message: str, **kw):
+        self.packages = list(packages)
+        super().__init__(message, **kw)
+
+
+def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900,
+                 no_build: bool = False) -> tuple[dict, str]:
+    """name → version for the whole closure, from uv's resolver; and uv's version.
+    `no_build`: uv builds no sdist to read its requirements (ENVGEN_NO_HOST_BUILDS=1), so
+    a package that has only an sdist is refused."""
     import subprocess
     import tempfile
     uv = uv or uv_binary()
@@ -391,6 +404,7 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
                 "--python-version", inputs["python"], "--python-platform", platform,
                 # a team's sdist-only package is built in the project's builder stage
                 *(() if inputs.get("sdists") else ("--only-binary", ":all:")),
+                *(("--no-build",) if no_build else ()),
                 # uv reads such a package's metadata from its sdist's PKG-INFO
                 *(a for n in inputs.get("from_source", ()) for a in ("--no-binary", n)),
                 "--no-header", "--no-annotate", "--no-config", *config,
@@ -412,6 +426,15 @@ def compile_pins(inputs: dict, uv: str | None = None, timeout: int = 900) -> tup
         resolved = out.read_text() if r.returncode == 0 and inputs.get("prefer") else r.stdout
     if r.returncode != 0:
         text = " ".join(line.strip() for line in r.stderr.strip().splitlines()[-6:])[:600]
+        if no_build and "building from source is disabled" in r.stderr:
+            held = sorted(set(re.findall(r"Wheels are required for `([^`]{1,100})`",
+                                         r.stderr)))
+            raise HostBuildRefused(
+                held, f"{', '.join(held) or 'a requirement'} has no wheel for Python "
+                f"{inputs['python']} {inputs['platform']}, and ENVGEN_NO_HOST_BUILDS=1 "
+                f"forbids running an sdist's build backend on this machine to read its "
+                f"requirements; pin a release with a wheel, or unset it where the file is "
+                f"trusted")
         if "No solution found" in r.stderr or "unsatisfiable" in r.stderr:
             raise Unsatisfiable(f"uv found no closure for {', '.join(inputs['requirements'])} "
                                 f"on Python {inputs['python']} {inputs['platform']}: {text}")

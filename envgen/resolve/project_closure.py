@@ -130,7 +130,9 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
                       for n, g in git.items()),
                     *(str(fetch(n, f["url"], f["sha256"])[0].parent)
                       for n, f in files.items())})
-    pins, uv_version = cl.compile_pins({**inputs, "find_links": links})
+    pins, uv_version = cl.compile_pins({**inputs, "find_links": links},
+                                       no_build=bool(os.environ.get("ENVGEN_NO_HOST_BUILDS")
+                                                     not in (None, "", "0")))
     from concurrent.futures import ThreadPoolExecutor
     items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
 
@@ -161,6 +163,7 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     kernels, build = _kernels(stack, layer, hashed, index)
     paths = _sdist_paths([p for p in hashed if p.name not in kernels], layer, index)
     pure = _pure_sdists(hashed, paths)
+    _tell_host_builds(hashed, paths, inputs)
     sdist_build = _sdist_build_pins(stack, layer, hashed, index, set(kernels), paths)
     c = Closure(key=key, inputs=inputs, pins=tuple(hashed),
                 resolver=f"{uv_version}, uv pip compile",
@@ -186,6 +189,28 @@ def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(zip((canonical_name(p.name) for p in sdists), pool.map(path, sdists),
                         strict=True))
+
+
+def _tell_host_builds(pins, paths: dict[str, Path | None], inputs: dict) -> None:
+    """Say which sdists uv had to build on this machine to read their requirements: those
+    that state them in no static form (sdists.static_requirements) and that envgen did not
+    tell uv about. Building one runs its setup.py or build backend here, outside any
+    container; ENVGEN_NO_HOST_BUILDS=1 refuses that. The final pins only: uv may have built
+    other versions of them while it searched."""
+    import sys
+
+    from .sdists import static_requirements
+    told = {canonical_name(d["name"]) for d in inputs.get("dependency_metadata") or ()}
+    ran = [p for p in pins if p.sdist and canonical_name(p.name) not in told and not (
+        paths.get(canonical_name(p.name)) is not None
+        and static_requirements(paths[canonical_name(p.name)]))]
+    if ran:
+        names = ", ".join(f"{p.name} {p.version}" for p in ran[:8]) + (
+            f" and {len(ran) - 8} more" if len(ran) > 8 else "")
+        print(f"note: uv ran the build backend of {len(ran)} sdist(s) on this machine to read "
+              f"requirements they state in no static form: {names}; set "
+              f"ENVGEN_NO_HOST_BUILDS=1 where the requirements file is not trusted",
+              file=sys.stderr)
 
 
 def _pure_sdists(pins, paths: dict[str, Path | None]) -> tuple[str, ...]:

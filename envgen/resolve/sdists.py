@@ -139,3 +139,56 @@ def needs_compiler(path: Path) -> bool:
         return True
     return any(n.lower().endswith(NATIVE_SUFFIXES) or n.rsplit("/", 1)[-1] in NATIVE_FILES
                for n in members)
+
+
+_LISTS = ("requires-dist", "provides-extra")
+
+
+def static_requirements(path: Path) -> bool:
+    """True when the sdist states its requirements in a form a resolver reads without
+    running its build backend: a top-level PKG-INFO of Metadata-Version 2.2 or later that
+    marks neither Requires-Dist nor Provides-Extra dynamic (PEP 643), or a pyproject.toml
+    [project] table whose dependencies and optional-dependencies are not dynamic (PEP 621).
+    False otherwise, and for an archive that cannot be read: uv then runs the backend (the
+    sdist's setup.py, or the build requirements its pyproject.toml names) to ask."""
+    from email.parser import HeaderParser
+
+    from packaging.version import InvalidVersion, Version
+    listed = names(path)
+    if listed is None:
+        return False
+    own = {n for n in listed if top_level(n)
+           and n.rsplit("/", 1)[-1] in ("PKG-INFO", "pyproject.toml")}
+    files = members(path, lambda n: n in own)
+    if not files:
+        return False
+    for name in sorted(files, key=lambda k: k.count("/")):
+        text = files[name].decode("utf-8", "replace")
+        if name.endswith("PKG-INFO"):
+            headers = HeaderParser().parsestr(text, headersonly=True)
+            try:
+                version = Version(str(headers.get("Metadata-Version", "")).strip())
+            except InvalidVersion:
+                continue
+            dynamic = {str(d).strip().lower() for d in headers.get_all("Dynamic") or ()}
+            if version >= Version("2.2") and not dynamic & set(_LISTS):
+                return True
+        elif _static_project(text):
+            return True
+    return False
+
+
+def _static_project(text: str) -> bool:
+    try:
+        import tomllib
+    except ImportError:   # Python 3.10: not read, so not known to be static
+        return False
+    try:
+        project = tomllib.loads(text).get("project")
+    except ValueError:
+        return False
+    if not isinstance(project, dict) or not isinstance(project.get("name"), str):
+        return False
+    dynamic = project.get("dynamic", [])
+    return isinstance(dynamic, list) and not {"dependencies", "optional-dependencies"} & {
+        d for d in dynamic if isinstance(d, str)}
