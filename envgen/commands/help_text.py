@@ -21,6 +21,8 @@ ENVIRONMENT = {
     "ENVGEN_SOURCES": "wheel sources, as --sources",
     "ENVGEN_DEBUG": "1: show the traceback of an internal error, as --debug",
     "ENVGEN_NO_CACHE": "1: validate the matrix from scratch instead of using its cache",
+    "ENVGEN_NO_HOST_BUILDS": "1: resolving a team's requirements builds no sdist on this "
+                             "machine (uv --no-build; an sdist-only package is refused)",
     "ENVGEN_DOCKER": "the docker client to run builds with (default: docker on PATH)",
     "ENVGEN_DOCKER_PING_TIMEOUT": "seconds to wait for the daemon's first answer (default 15)",
     "ENVGEN_DOCKER_TIMEOUT": "seconds any later daemon call may take (default 120)",

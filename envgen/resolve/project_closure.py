@@ -130,9 +130,9 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
                       for n, g in git.items()),
                     *(str(fetch(n, f["url"], f["sha256"])[0].parent)
                       for n, f in files.items())})
+    refused = os.environ.get("ENVGEN_NO_HOST_BUILDS") not in (None, "", "0")
     pins, uv_version = cl.compile_pins({**inputs, "find_links": links},
-                                       no_build=bool(os.environ.get("ENVGEN_NO_HOST_BUILDS")
-                                                     not in (None, "", "0")))
+                                       **({"no_build": True} if refused else {}))
     from concurrent.futures import ThreadPoolExecutor
     items = sorted(pins.items(), key=lambda kv: canonical_name(kv[0]))
 
