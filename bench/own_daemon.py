@@ -36,8 +36,25 @@ def docker(host: str, *args: str, check: bool = True) -> subprocess.CompletedPro
                           check=check)
 
 
+# Outbound traffic of the daemon's bridge, masqueraded as docker0's is by the shared daemon,
+# for builds that cannot ask for the host's network (buildx 0.13's bake has no `network`
+# key); each rule is deleted again when the daemon goes.
+_OUTBOUND = (("-t", "nat", "POSTROUTING", "-s", "172.31.251.0/24", "!", "-o", BRIDGE,
+              "-j", "MASQUERADE"),
+             ("FORWARD", "-i", BRIDGE, "!", "-o", BRIDGE, "-j", "ACCEPT"),
+             ("FORWARD", "-o", BRIDGE, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
+              "-j", "ACCEPT"))
+
+
+def _rule(action: str, rule: tuple) -> bool:
+    table = list(rule[:2]) if rule[0] == "-t" else []
+    rest = list(rule[2:] if table else rule)
+    argv = ["iptables", *table, action, rest[0], *rest[1:]]
+    return subprocess.run(argv, capture_output=True).returncode == 0
+
+
 @contextmanager
-def own_daemon(wait_s: float = 60) -> Iterator[str]:
+def own_daemon(wait_s: float = 60, outbound: bool = False) -> Iterator[str]:
     dockerd = shutil.which("dockerd")
     if dockerd is None or os.geteuid() != 0:
         raise SystemExit("a throw-away dockerd needs root and dockerd (apt-get install docker.io)")
@@ -45,6 +62,7 @@ def own_daemon(wait_s: float = 60) -> Iterator[str]:
     (root / "daemon.json").write_text("{}")
     host = f"unix://{root}/docker.sock"
     made = _bridge()
+    added = [r for r in _OUTBOUND if outbound and _rule("-I", r)]
     log = open(root / "dockerd.log", "wb")
     proc = subprocess.Popen(
         [dockerd, "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
@@ -71,6 +89,8 @@ def own_daemon(wait_s: float = 60) -> Iterator[str]:
         for m in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
             subprocess.run(["umount", "-l", m], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+        for r in added:
+            _rule("-D", r)
         if made:
             subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
 
