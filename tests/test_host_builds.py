@@ -18,6 +18,15 @@ from envgen.resolve import closure as cl
 from envgen.resolve import project_closure as pc
 from envgen.resolve.sdists import static_requirements
 
+@pytest.fixture(autouse=True)
+def no_reporter():
+    """Notes go out as plain lines: no reporter an earlier test made stays current."""
+    from envgen.core import progress
+    progress._current.clear()
+    yield
+    progress._current.clear()
+
+
 BACKEND = '''import os, pathlib
 pathlib.Path(os.environ["EVIL_MARK"]).write_text("ran")
 def get_requires_for_build_wheel(config_settings=None):
@@ -125,3 +134,22 @@ def test_the_variable_takes_1_or_0(value, ok):
     else:
         with pytest.raises(InputError, match="ENVGEN_NO_HOST_BUILDS"):
             check({"ENVGEN_NO_HOST_BUILDS": value})
+
+
+def test_the_note_goes_through_the_commands_reporter(capsys):
+    import json
+
+    from envgen.commands._common import close_progress
+    from envgen.core import progress
+    progress.note("plain, with no reporter made")
+    assert capsys.readouterr().err == "  note: plain, with no reporter made\n"
+    progress.reporter("json")
+    progress.note("uv ran the build backend of 1 sdist(s)")
+    line = capsys.readouterr().err.strip()
+    assert json.loads(line)["event"] == "note" and "1 sdist(s)" in json.loads(line)["message"]
+    progress.reporter("quiet")
+    progress.note("not shown")
+    assert capsys.readouterr().err == ""
+    close_progress()
+    progress.note("after the command's reporter closed")
+    assert capsys.readouterr().err.startswith("  note: after")

@@ -135,17 +135,29 @@ class Live:
         self.live.stop()
 
 
+_current: list = []   # the reporter the command made last: note() writes through it
+
+
 def reporter(mode: str, stream=None):
     """A progress callable (with .close()) for `mode`, writing to `stream` (default: stderr,
     whatever sys.stderr is when a line is written)."""
     mode = choose(mode, stream or sys.stderr)
     if mode == "quiet":
-        return Quiet()
-    if mode == "json":
-        return JsonLines(stream)
-    if mode == "tty":
+        made = Quiet()
+    elif mode == "json":
+        made = JsonLines(stream)
+    elif mode == "tty":
         try:
-            return Live(stream or sys.stderr)
+            made = Live(stream or sys.stderr)
         except ImportError:   # rich missing: plain lines still say everything
-            return Plain(stream)
-    return Plain(stream)
+            made = Plain(stream)
+    else:
+        made = Plain(stream)
+    _current[:] = [made]
+    return made
+
+
+def note(msg: str) -> None:
+    """A sentence from below the CLI that no progress callable was handed to: through the
+    command's reporter (a JSON line under --progress json), else a plain line on stderr."""
+    (_current[0] if _current else Plain())(f"note: {msg}")

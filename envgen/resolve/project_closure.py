@@ -197,8 +197,7 @@ def _tell_host_builds(pins, paths: dict[str, Path | None], inputs: dict) -> None
     tell uv about. Building one runs its setup.py or build backend here, outside any
     container; ENVGEN_NO_HOST_BUILDS=1 refuses that. The final pins only: uv may have built
     other versions of them while it searched."""
-    import sys
-
+    from ..core.progress import note
     from .sdists import static_requirements
     told = {canonical_name(d["name"]) for d in inputs.get("dependency_metadata") or ()}
     ran = [p for p in pins if p.sdist and canonical_name(p.name) not in told and not (
@@ -207,10 +206,9 @@ def _tell_host_builds(pins, paths: dict[str, Path | None], inputs: dict) -> None
     if ran:
         names = ", ".join(f"{p.name} {p.version}" for p in ran[:8]) + (
             f" and {len(ran) - 8} more" if len(ran) > 8 else "")
-        print(f"note: uv ran the build backend of {len(ran)} sdist(s) on this machine to read "
-              f"requirements they state in no static form: {names}; set "
-              f"ENVGEN_NO_HOST_BUILDS=1 where the requirements file is not trusted",
-              file=sys.stderr)
+        note(f"uv ran the build backend of {len(ran)} sdist(s) on this machine to read "
+             f"requirements they state in no static form: {names}; set "
+             f"ENVGEN_NO_HOST_BUILDS=1 where the requirements file is not trusted")
 
 
 def _pure_sdists(pins, paths: dict[str, Path | None]) -> tuple[str, ...]:
