@@ -153,3 +153,33 @@ def test_the_note_goes_through_the_commands_reporter(capsys):
     close_progress()
     progress.note("after the command's reporter closed")
     assert capsys.readouterr().err.startswith("  note: after")
+
+
+PROJECT = '[project]\nname = "x"\n'
+
+
+@pytest.mark.parametrize("files", [
+    {"PKG-INFO": PKG.format(v="2.2", extra="")},
+    {"PKG-INFO": PKG.format(v="2.2", extra="Dynamic: Requires-Dist\n")},
+    {"PKG-INFO": PKG.format(v="2.1", extra="")},
+    {"pyproject+": PROJECT + 'version = "1.0"\ndependencies = []\n'},
+    {"pyproject+": PROJECT + 'dynamic = ["version"]\ndependencies = []\n'},
+    {"pyproject+": PROJECT + 'version = "1.0"\ndynamic = ["dependencies"]\n'},
+], ids=["pkg-info-2.2", "pkg-info-2.2-dynamic", "pkg-info-2.1", "pyproject",
+        "pyproject-dynamic-version", "pyproject-dynamic-dependencies"])
+def test_what_envgen_calls_static_is_what_the_real_uv_reads_without_running_it(
+        tmp_path, monkeypatch, files):
+    """The note's premise, checked against uv itself: the in-tree backend leaves its mark
+    exactly when static_requirements says the sdist states its requirements in no static
+    form."""
+    from recorded_index import RecordedIndex
+    links = tmp_path / "links"
+    links.mkdir()
+    extra = files.pop("pyproject+", "")
+    path = sdist(links / "x-1.0.tar.gz", {**files, "evil.py": BACKEND,
+                                          "pyproject.toml": IN_TREE + extra})
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("EVIL_MARK", str(mark))
+    with RecordedIndex() as idx:
+        assert cl.compile_pins(_inputs(links, idx.url))[0] == {"x": "1.0"}
+    assert mark.exists() is not static_requirements(path)
