@@ -18,6 +18,7 @@ from envgen.resolve import closure as cl
 from envgen.resolve import project_closure as pc
 from envgen.resolve.sdists import static_requirements
 
+
 @pytest.fixture(autouse=True)
 def no_reporter():
     """Notes go out as plain lines: no reporter an earlier test made stays current."""
