@@ -184,3 +184,28 @@ def test_what_envgen_calls_static_is_what_the_real_uv_reads_without_running_it(
     with RecordedIndex() as idx:
         assert cl.compile_pins(_inputs(links, idx.url))[0] == {"x": "1.0"}
     assert mark.exists() is not static_requirements(path)
+
+
+DEEP = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
+
+
+def test_a_pyproject_nested_too_deeply_is_a_reason_never_a_traceback(tmp_path):
+    """tomllib recurses once per nested array: a hostile sdist's pyproject.toml gives a
+    sentence (its build requirements) or counts as not static, never RecursionError."""
+    from envgen.resolve.kernels import requires_dist
+    from envgen.resolve.sdists import build_requires
+    path = sdist(tmp_path / "x-1.0.tar.gz", {"pyproject.toml": DEEP})
+    assert static_requirements(path) is False
+    assert build_requires(path) == "x-1.0.tar.gz: pyproject.toml is not valid TOML (nested " \
+                                   "too deeply)"
+    assert requires_dist(path) is None
+
+
+def test_a_teams_pyproject_nested_too_deeply_is_one_sentence_at_its_file(tmp_path):
+    from envgen.intake.pyproject import _toml
+    f = tmp_path / "pyproject.toml"
+    f.write_text('[project]\nname = "x"\n' + DEEP)
+    with pytest.raises(InputError) as e:
+        _toml(f, "pyproject.toml")
+    assert e.value.exit_code == 2 and "nested too deeply" in str(e.value)
+    assert e.value.file == str(f)

@@ -29,6 +29,9 @@ def _toml(path: Path, what: str) -> tuple[dict, str]:
         line = int(msg.rsplit("line ", 1)[1].split(",")[0]) if "at line " in msg else None
         raise bad(f"is not a {what}: not TOML ({msg.split(' (at')[0]})", str(path),
                   line) from None
+    except RecursionError:   # tomllib recurses once per nested array or inline table
+        raise bad(f"is not a {what} envgen reads: nested too deeply", str(path),
+                  None) from None
 
 
 def _strings(value, what: str, file: str, text: str, tables: bool = False) -> list:

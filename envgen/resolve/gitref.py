@@ -133,7 +133,7 @@ def _version(name: str, repo: str, commit: str, git_dir: str) -> str:
         import tomllib
         project = tomllib.loads(text).get("project")
         v = project.get("version") if isinstance(project, dict) else None
-    except (InputError, ValueError):
+    except (InputError, ValueError, RecursionError):
         v = None
     if not isinstance(v, str):
         try:

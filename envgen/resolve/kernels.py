@@ -97,7 +97,7 @@ def _pyproject_dependencies(text: str | None) -> list[str] | None:
     try:
         import tomllib  # Python 3.11; on 3.10 setup.py is read alone
         project = tomllib.loads(text or "").get("project") or {}
-    except (ImportError, ValueError, AttributeError):   # TOMLDecodeError is a ValueError
+    except (ImportError, ValueError, AttributeError, RecursionError):   # TOMLDecodeError too
         return None
     if not isinstance(project, dict):
         return None

@@ -114,6 +114,8 @@ def _build_system(text: str) -> dict | None | str:
         table = tomllib.loads(text).get("build-system")
     except ValueError as e:   # TOMLDecodeError
         return f"is not valid TOML ({e})"
+    except RecursionError:
+        return "is not valid TOML (nested too deeply)"
     if table is None:
         return None
     return table if isinstance(table, dict) else "has a [build-system] that is not a table"
@@ -185,7 +187,7 @@ def _static_project(text: str) -> bool:
         return False
     try:
         project = tomllib.loads(text).get("project")
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     if not isinstance(project, dict) or not isinstance(project.get("name"), str):
         return False
