@@ -87,13 +87,12 @@ def main() -> int:
     base = next(iter(stacks.values())).base
     work = Path(tempfile.mkdtemp(prefix="envgen-bake-"))
     contexts = work / "contexts"
-    files_per_stack = {}
+    pins = {}   # each stack's closure, as rendered
     for s in names:
         r = envgen("render", s, "-o", str(contexts / s), "--json")
         if r.returncode != 0:
             sys.exit(f"render {s} failed: {r.stderr[-400:]}")
-        closure = json.loads((contexts / s / "closure.json").read_text())
-        files_per_stack[s] = len(closure["packages"])
+        pins[s] = json.loads((contexts / s / "closure.json").read_text())["packages"]
     made = envgen("ci", "bake", *names)
     if made.returncode != 0:
         sys.exit(f"envgen ci bake failed: {made.stderr[-400:]}")
@@ -116,13 +115,12 @@ def main() -> int:
                      work / "naive-bake.log")
     files = {}   # every file of every closure, with its size on the index
     for s in names:
-        for p in json.loads((contexts / s / "closure.json").read_text())["packages"]:
+        for p in pins[s]:
             if p.get("file"):
                 files.setdefault(p["file"], p["name"])
     sizes = index_sizes(files)
     unique = sum(sizes.values())
-    per_stack = sum(sizes.get(p.get("file") or "", 0) for s in names
-                    for p in json.loads((contexts / s / "closure.json").read_text())["packages"])
+    per_stack = sum(sizes.get(p.get("file") or "", 0) for s in names for p in pins[s])
     result = {"cuda": args.cuda, "stacks": names, "seconds": ours["seconds"],
               "cpu_s": ours["cpu_s"], "interface": iface,
               "bytes_received": ours["bytes_received"], "closure_files": len(files),
@@ -132,7 +130,7 @@ def main() -> int:
               "naive_uv_bake": {**naive, "received_over_unique":
                                 round(naive["bytes_received"] / unique, 3)},
               "envgen_over_naive_uv": round(ours["seconds"] / naive["seconds"], 3),
-              "closure_files_per_stack": files_per_stack,
+              "closure_files_per_stack": {s: len(pins[s]) for s in names},
               "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (ROOT / args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"envgen bake of {len(names)} stacks: {ours['seconds']} s, {ours['cpu_s']} "

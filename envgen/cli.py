@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from . import __version__
-from .core.errors import EnvgenError, EnvironmentMissing, InputError, InternalError
+from .core.errors import EnvgenError, EnvironmentMissing, InputError, InternalError, shown
 
 
 class _Once(argparse._StoreAction):
@@ -796,9 +796,8 @@ def main(argv: list[str] | None = None) -> int:
                 not any(x.startswith("-") for x in extra):
             args.specs += extra   # `ci github --registry R SPEC`: SPECs after an option
         elif extra:
-            parser.error("unrecognized arguments: " + " ".join(
-                repr(x if len(x) <= 60 else x[:60] + "...") for x in extra[:5])
-                + (f" and {len(extra) - 5} more" if len(extra) > 5 else ""))
+            parser.error("unrecognized arguments: " + " ".join(shown(x, 65) for x in extra[:5])
+                         + (f" and {len(extra) - 5} more" if len(extra) > 5 else ""))
         from .core.environ import check as check_environment
         check_environment()
         return int(args.func(args) or 0)

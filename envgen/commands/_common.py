@@ -21,7 +21,7 @@ def close_progress() -> None:
     from ..core import progress as p
     while _REPORTERS:
         _REPORTERS.popitem()[1].close()
-    p._current.clear()   # a later note() writes a plain line, not through a closed view
+    p.forget()   # a later note() writes a plain line, not through a closed view
 
 
 SCHEMA_VERSION = 1   # of every --json document; docs/contract.md describes each shape

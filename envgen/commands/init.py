@@ -52,7 +52,7 @@ def from_file(args, m, path: Path) -> int:
     from ..core.errors import EnvironmentMissing, Unsatisfiable
     from ..intake import choose, read
     from ..intake.modules import modules
-    from ..resolve.closure import SIMPLE_URL, HostBuildRefused, closure_for
+    from ..resolve.closure import HostBuildRefused, closure_for, stack_index
     from ..resolve.stack import host_from_flags
     if args.spec:
         raise InputError("init takes a STACK or --from PATH, not both")
@@ -114,7 +114,7 @@ def from_file(args, m, path: Path) -> int:
         _check_builds(intake, closure, applied,
                       not getattr(args, "no_source_builds", False))
         direct = {w.name for w in intake.requirements if not w.constraint}
-        index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
+        index = stack_index(stack)
         mods, notes = modules(closure.pins, direct, index,
                               local=project.held_files(applied.project))
         # the framework first: an extension built against torch loads torch's libraries
@@ -303,15 +303,10 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
     mismatch, not a package to compile: one sentence naming the Pythons it was built for.
     Without `source_builds` (--no-source-builds), any other distribution of the closure that
     would be built from its sdist is refused, at the team's line that asked for it."""
-    import os
-
-    from packaging.utils import canonicalize_name
-
-    from ..resolve.closure import SIMPLE_URL
-    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
-    lines = {w.name: w for w in intake.requirements}
+    from ..resolve.closure import stack_index
+    index = stack_index(stack)
     for p in closure.pins:
-        w = lines.get(canonicalize_name(p.name))
+        w = _wanted(intake, p.name)
         if w is None or not p.sdist:
             continue
         mismatch = _python_mismatch(w, p.name, p.version, p.sha256, index, stack)
@@ -327,11 +322,16 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
                                f"wheel URL with its sha256")
 
 
+def _wanted(intake, name: str):
+    """The team's line that asks for `name`, or None."""
+    from packaging.utils import canonicalize_name
+    return next((w for w in intake.requirements if w.name == canonicalize_name(name)), None)
+
+
 def _at_line(intake, name: str, why: str) -> InputError:
     """'LINE: NAME WHY' at the team's line that asked for `name`, or naming it as a
     dependency of the file."""
-    from packaging.utils import canonicalize_name
-    w = next((w for w in intake.requirements if w.name == canonicalize_name(name)), None)
+    w = _wanted(intake, name)
     asked = w.text if w else f"{name} (a dependency of the requirements)"
     return InputError(f"{asked}: {name} {why}", file=w.file if w else intake.path,
                       line=w.line if w else None)
@@ -390,26 +390,21 @@ def _refused_build_sentence(e, intake, stack):
     """uv refused to build an sdist on this machine (init --from --no-source-builds): one
     sentence at the team's line that asked for it, the Python mismatch first when the
     pinned version has wheels for other Pythons."""
-    import os
-
     from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
 
-    from ..resolve.closure import SIMPLE_URL
-    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
-    lines = {w.name: w for w in intake.requirements}
-    name = next((n for n in e.packages if canonicalize_name(n) in lines),
+    from ..resolve.closure import stack_index
+    name = next((n for n in e.packages if _wanted(intake, n) is not None),
                 e.packages[0] if e.packages else None)
     if name is None:
         return InputError(f"{e.message} (--no-source-builds)")
-    w = lines.get(canonicalize_name(name))
+    w = _wanted(intake, name)
     if w is not None:
         try:
             pinned = [x.version for x in Requirement(w.text).specifier if x.operator == "=="]
         except InvalidRequirement:
             pinned = []
         if len(pinned) == 1 and "*" not in pinned[0]:
-            mismatch = _python_mismatch(w, name, pinned[0], None, index, stack)
+            mismatch = _python_mismatch(w, name, pinned[0], None, stack_index(stack), stack)
             if mismatch is not None:
                 return mismatch
     return _at_line(intake, name, f"has no wheel for Python {stack.python} on Linux that "

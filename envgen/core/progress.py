@@ -157,6 +157,11 @@ def reporter(mode: str, stream=None):
     return made
 
 
+def forget() -> None:
+    """The command's reporters are closed: a later note() writes a plain line."""
+    _current.clear()
+
+
 def note(msg: str) -> None:
     """A sentence from below the CLI that no progress callable was handed to: through the
     command's reporter (a JSON line under --progress json), else a plain line on stderr."""

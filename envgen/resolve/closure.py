@@ -29,6 +29,12 @@ from ..core.files import write_json
 from ..core.model import CLOSURE_VERSION, Closure, Pin, Stack, canonical_name, requirement
 
 SIMPLE_URL = "https://pypi.org/simple"
+
+
+def stack_index(stack) -> str:
+    """The simple index a stack's wheels come from: its own, else ENVGEN_PYPI_SIMPLE, else
+    PyPI's; no trailing slash."""
+    return (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # What every venv-based image holds besides the stack's own packages: `python -m venv`
 # seeds pip and setuptools from the distribution's bundled wheels; the first install step

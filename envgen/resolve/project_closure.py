@@ -83,7 +83,7 @@ def kernel_sdists_on_index(stack: Stack, requirements) -> dict[str, tuple[str, P
     from .kernels import KNOWN, cuda_major
     if cuda_major(stack) != "13":
         return {}
-    index = (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", cl.SIMPLE_URL)).rstrip("/")
+    index = cl.stack_index(stack)
     out = {}
     for text in requirements:
         try:

@@ -156,12 +156,8 @@ def static_requirements(path: Path) -> bool:
     from email.parser import HeaderParser
 
     from packaging.version import InvalidVersion, Version
-    listed = names(path)
-    if listed is None:
-        return False
-    own = {n for n in listed if top_level(n)
-           and n.rsplit("/", 1)[-1] in ("PKG-INFO", "pyproject.toml")}
-    files = members(path, lambda n: n in own)
+    files = members(path, lambda n: top_level(n)
+                    and n.rsplit("/", 1)[-1] in ("PKG-INFO", "pyproject.toml"))
     if not files:
         return False
     for name in sorted(files, key=lambda k: k.count("/")):
