@@ -18,13 +18,13 @@ class _Once(argparse._StoreAction):
     set are kept on the namespace; a default does not count."""
     def __call__(self, parser, namespace, values, option_string=None):
         seen = namespace.__dict__.setdefault("_given", {})
-        shown = " ".join(values) if isinstance(values, list) else str(values)
-        shown = repr(shown[:40]) if len(shown) > 40 or not shown.isprintable() else shown
+        text = " ".join(values) if isinstance(values, list) else str(values)
+        text = shown(text, 44) if len(text) > 40 or not text.isprintable() else text
         if option_string is not None and self.dest in seen:
             raise argparse.ArgumentError(
-                self, f"given twice ({seen[self.dest]}, then {shown}): give it once")
+                self, f"given twice ({seen[self.dest]}, then {text}): give it once")
         if option_string is not None:
-            seen[self.dest] = shown
+            seen[self.dest] = text
         super().__call__(parser, namespace, values, option_string)
 
 

@@ -165,3 +165,14 @@ def test_a_registry_with_an_expression_is_named_short():
         ci.github_workflow(["pytorch-cu121"], envgen_source=GIT,
                            registry="${{ secrets.X }}" + "x" * 5000)
     assert len(e.value.message) < 200
+
+
+@pytest.mark.parametrize("second,seen", [
+    ("x" * 5000, "'" + "x" * 39 + "...'"),   # cut, never a 5,000-character echo
+    ("3.1\n2", "'3.1\\n2'"),                 # a line break shows as \n, not a new line
+    ("3.12", "3.12")])                       # a plain value as written
+def test_an_option_given_twice_names_both_values_cut_and_quoted(capsys, second, seen):
+    assert main(["resolve", "torch", "--python", "3.11", "--python", second]) == 2
+    err = capsys.readouterr().err
+    assert f"given twice (3.11, then {seen}): give it once" in err
+    assert len(err.splitlines()) == 1
