@@ -52,3 +52,47 @@ def test_the_build_output_reader_ticks_while_the_build_is_silent():
     got = list(_lines(proc, idle=30, tick=0.1))
     proc.wait()
     assert got[-1] == "x\n" and got.count(None) >= 2
+
+
+def _fake_tools(tmp_path, monkeypatch, mmdebstrap_rc: int):
+    """mmdebstrap and docker stand-ins on PATH: the recipe's own shell runs them."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "mmdebstrap").write_text(
+        f"#!/bin/sh\nsleep 0.3\nfor a; do last=$a; done\n"
+        f"[ {mmdebstrap_rc} -eq 0 ] || {{ echo 'E: no mirror' >&2; exit {mmdebstrap_rc}; }}\n"
+        f"prev=''; for a; do [ \"$a\" = \"$last\" ] && break; prev=$a; done\n"
+        f": > \"$prev\"\n")
+    (bin_ / "docker").write_text("#!/bin/sh\n[ \"$1\" = image ] && exit 1\nexit 0\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:/usr/bin:/bin")
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(base, "choose_mirror", lambda b: "http://mirror.invalid/debian")
+
+
+def _bookworm():
+    from envgen.resolve import request
+    return request.resolve(request.load(), "pytorch-cu121", request.host(request.load())).base
+
+
+def test_a_base_made_here_says_how_long_it_took(tmp_path, monkeypatch):
+    _fake_tools(tmp_path, monkeypatch, 0)
+    said = []
+    b = _bookworm()
+    assert base.make_local_base(b, said.append) == b.local_tag
+    assert said[0].startswith(f"building base {b.local_tag} with mmdebstrap")
+    done = said[-1]
+    assert done.startswith(f"built base {b.local_tag} in ") and done.endswith(" s")
+    assert float(done.split(" in ")[1][:-2]) >= 0.3    # the recipe's own time, not zero
+
+
+def test_a_base_that_failed_does_not_say_it_was_built(tmp_path, monkeypatch):
+    import pytest
+
+    from envgen.core.errors import BuildFailed
+    _fake_tools(tmp_path, monkeypatch, 7)
+    said = []
+    with pytest.raises(BuildFailed, match="no mirror"):
+        base.make_local_base(_bookworm(), said.append)
+    assert not any(line.startswith("built base") for line in said)

@@ -108,6 +108,7 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
     mirror = choose_mirror(base)
     log(f"building base {base.local_tag} with mmdebstrap from {mirror} ({base.suite}, "
         f"snapshot {base.snapshot})")
+    started = time.monotonic()
     with state.scratch("base") as tmp:
         script = Path(tmp) / "build-base.sh"
         script.write_text(render_base_script(base))
@@ -122,6 +123,7 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
     if proc.returncode != 0:
         tail = (err or out).strip().splitlines()[-3:]
         raise BuildFailed(f"making base {base.name} failed: {' '.join(tail)[:400]}")
+    log(f"built base {base.local_tag} in {time.monotonic() - started:.1f} s")
     return base.local_tag
 
 
