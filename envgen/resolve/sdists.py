@@ -7,6 +7,7 @@ closure pins by hash for the builder stage instead of pip's isolated environment
 it from the index unpinned."""
 from __future__ import annotations
 
+import functools
 import re
 import tarfile
 import zipfile
@@ -62,13 +63,12 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
     A backend that lists setuptools gets wheel beside it: setuptools before 70.1 asks for
     wheel at build time, which a build without isolation does not install. A string (why)
     when the archive or its requires cannot be read."""
-    listed = names(path)
-    if listed is None:
+    scanned = _scan(path)
+    if scanned is None:
         return f"{path.name} cannot be read as an archive"
+    listed, read = scanned
     own = [n for n in listed if top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml"]
-    files = members(path, lambda n: n in own)
-    if files is None:
-        return f"{path.name} cannot be read as an archive"
+    files = {n: read[n] for n in own if n in read}
     if len(files) < len(own):
         return f"{path.name}: its pyproject.toml is larger than {_MAX_MEMBER >> 20} MiB"
     found = sorted(files, key=lambda k: k.count("/"))
@@ -123,14 +123,48 @@ def _build_system(text: str) -> dict | None | str:
 
 def names(path: Path) -> list[str] | None:
     """The member names of an sdist (.tar.gz, .zip), or None when it cannot be read."""
+    scanned = _scan(path)
+    return None if scanned is None else list(scanned[0])
+
+
+_OWN = ("PKG-INFO", "pyproject.toml")   # what build_requires and static_requirements read
+
+
+def _scan(path: Path) -> tuple[tuple[str, ...], dict[str, bytes]] | None:
+    """(every member name, the top-level PKG-INFO and pyproject.toml files of at most
+    1 MiB) of an sdist, read in one pass and kept while the file stays the same size and
+    age: resolving a team's project asks each sdist three questions. None when it cannot
+    be read as an archive."""
     try:
-        if path.name.endswith(".zip"):
+        st = path.stat()
+    except OSError:
+        return None
+    return _scan_once(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _scan_once(path: str, _size: int, _mtime_ns: int):
+    wanted = lambda n: top_level(n) and n.rsplit("/", 1)[-1] in _OWN  # noqa: E731
+    files: dict[str, bytes] = {}
+    try:
+        if path.endswith(".zip"):
             with zipfile.ZipFile(path) as z:
-                return z.namelist()
-        with tarfile.open(path, "r:*") as t:
-            return t.getnames()
+                listed = tuple(z.namelist())
+                for i in z.infolist():
+                    if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
+                        files[i.filename] = z.read(i)
+        else:
+            with tarfile.open(path, "r:*") as t:
+                listed = []
+                for m in t:
+                    listed.append(m.name)
+                    if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
+                        f = t.extractfile(m)
+                        files[m.name] = f.read() if f else b""
+                listed = tuple(listed)
     except ARCHIVE_ERRORS:
         return None
+    return listed, files
 
 
 def needs_compiler(path: Path) -> bool:
@@ -156,8 +190,8 @@ def static_requirements(path: Path) -> bool:
     from email.parser import HeaderParser
 
     from packaging.version import InvalidVersion, Version
-    files = members(path, lambda n: top_level(n)
-                    and n.rsplit("/", 1)[-1] in ("PKG-INFO", "pyproject.toml"))
+    scanned = _scan(path)
+    files = scanned[1] if scanned is not None else None
     if not files:
         return False
     for name in sorted(files, key=lambda k: k.count("/")):
