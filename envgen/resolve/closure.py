@@ -29,12 +29,6 @@ from ..core.files import write_json
 from ..core.model import CLOSURE_VERSION, Closure, Pin, Stack, canonical_name, requirement
 
 SIMPLE_URL = "https://pypi.org/simple"
-
-
-def stack_index(stack) -> str:
-    """The simple index a stack's wheels come from: its own, else ENVGEN_PYPI_SIMPLE, else
-    PyPI's; no trailing slash."""
-    return (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # What every venv-based image holds besides the stack's own packages: `python -m venv`
 # seeds pip and setuptools from the distribution's bundled wheels; the first install step
@@ -46,6 +40,12 @@ VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,59}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,199}\.(whl|tar\.gz|zip)")
 KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def stack_index(stack) -> str:
+    """The simple index a stack's wheels come from: its own, else ENVGEN_PYPI_SIMPLE, else
+    PyPI's; no trailing slash."""
+    return (stack.index_url or os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL)).rstrip("/")
 
 
 def constraints_for(stack: Stack) -> list[str]:

@@ -35,22 +35,33 @@ def members(path: Path, wanted) -> dict[str, bytes] | None:
     """Files of an sdist (a .tar.gz or a .zip) whose path `wanted` accepts, read (each at
     most 1 MiB); None when the file cannot be read as an archive (a damaged member makes
     the whole archive unreadable, not a member quietly missing)."""
-    out: dict[str, bytes] = {}
+    read = _read(str(path), wanted)
+    return None if read is None else read[1]
+
+
+def _read(path: str, wanted) -> tuple[tuple[str, ...], dict[str, bytes]] | None:
+    """(every member name, the files `wanted` accepts of at most 1 MiB), in one pass over
+    the archive; None when it cannot be read as one."""
+    files: dict[str, bytes] = {}
     try:
-        if path.name.endswith(".zip"):
+        if path.endswith(".zip"):
             with zipfile.ZipFile(path) as z:
+                listed = tuple(z.namelist())
                 for i in z.infolist():
                     if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
-                        out[i.filename] = z.read(i)
+                        files[i.filename] = z.read(i)
         else:
             with tarfile.open(path, "r:*") as t:
+                seen = []
                 for m in t:
+                    seen.append(m.name)
                     if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
                         f = t.extractfile(m)
-                        out[m.name] = f.read() if f else b""
+                        files[m.name] = f.read() if f else b""
+                listed = tuple(seen)
     except ARCHIVE_ERRORS:
         return None
-    return out
+    return listed, files
 
 
 def top_level(name: str) -> bool:   # folder/setup.py, not folder/tests/x/setup.py
@@ -144,27 +155,7 @@ def _scan(path: Path) -> tuple[tuple[str, ...], dict[str, bytes]] | None:
 
 @functools.lru_cache(maxsize=16)
 def _scan_once(path: str, _size: int, _mtime_ns: int):
-    wanted = lambda n: top_level(n) and n.rsplit("/", 1)[-1] in _OWN  # noqa: E731
-    files: dict[str, bytes] = {}
-    try:
-        if path.endswith(".zip"):
-            with zipfile.ZipFile(path) as z:
-                listed = tuple(z.namelist())
-                for i in z.infolist():
-                    if wanted(i.filename) and not i.is_dir() and i.file_size <= _MAX_MEMBER:
-                        files[i.filename] = z.read(i)
-        else:
-            with tarfile.open(path, "r:*") as t:
-                listed = []
-                for m in t:
-                    listed.append(m.name)
-                    if m.isfile() and wanted(m.name) and m.size <= _MAX_MEMBER:
-                        f = t.extractfile(m)
-                        files[m.name] = f.read() if f else b""
-                listed = tuple(listed)
-    except ARCHIVE_ERRORS:
-        return None
-    return listed, files
+    return _read(path, lambda n: top_level(n) and n.rsplit("/", 1)[-1] in _OWN)
 
 
 def needs_compiler(path: Path) -> bool:
