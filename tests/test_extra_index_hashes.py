@@ -108,3 +108,37 @@ def test_the_project_layer_names_the_teams_indexes(tmp_path):
     plain = template.render(**views.requirements_view(
         applied, closure, [pin], "framework", {"dir": "3-framework"}))
     assert "--extra-index-url" not in plain
+
+
+def test_an_sdist_from_the_teams_index_is_fetched_from_that_index(tmp_path, monkeypatch):
+    """The sdist whose build backends the closure pins comes from the index its hash came
+    from: the team's extra index first, then the stack's (it was looked for on the stack's
+    index alone, and a team's private sdist was never found)."""
+    from envgen.core.model import Pin, ProjectLayer
+    asked = []
+    got = tmp_path / "teamlib-1.2.0.tar.gz"
+
+    def index_file(at, name, wanted):
+        asked.append(at)
+        ok = wanted({"filename": got.name, "hashes": {"sha256": "a" * 64}})
+        return got if at == TEAM and ok else None
+    monkeypatch.setattr(cl, "index_file", index_file)
+    layer = ProjectLayer(name="t", indexes=(MORE, TEAM))
+    pins = [Pin("teamlib", "1.2.0", file=got.name, sha256="a" * 64)]
+    assert pc._sdist_paths(pins, layer, MAIN) == {"teamlib": got}
+    assert asked == [MORE.rstrip("/"), TEAM]
+    # another file of the same name or another hash is not taken from any index
+    assert pc._sdist_paths([Pin("teamlib", "1.2.0", file=got.name, sha256="b" * 64)],
+                           layer, MAIN) == {"teamlib": None}
+    assert asked[2:] == [MORE.rstrip("/"), TEAM, MAIN]
+
+
+@pytest.mark.parametrize("page", [
+    {"files": [{"filename": "x-1.0.tar.gz", "hashes": ["sha256:" + "a" * 64]}]},
+    {"files": [{"filename": "x-1.0.tar.gz", "hashes": {"sha256": 5}, "url": "x"}]},
+    {"files": [{"filename": "x-1.0.tar.gz", "hashes": {"sha256": "../" * 22}}]},
+    {"files": ["x-1.0.tar.gz"]}, {"files": "x-1.0.tar.gz"}, ["x"], None])
+def test_an_index_page_of_the_wrong_shape_gives_no_file_not_a_crash(monkeypatch, page):
+    monkeypatch.setattr(cl, "fetch_json", lambda url: page)
+    assert cl.index_file("https://idx.example/simple", "x",
+                         lambda f: f["filename"].endswith(".tar.gz")) is None

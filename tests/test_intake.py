@@ -280,6 +280,31 @@ def test_a_git_ref_whose_version_is_computed_is_refused(tmp_path, monkeypatch):
         gitref.archive("envgen-tinylib", repo.as_uri(), head)
 
 
+@pytest.mark.parametrize("tail", ["#subdirectory=sub", "?ref=main", "#egg=x&subdirectory=s",
+                                  "#sha256=" + "a" * 64])
+def test_a_git_reference_with_a_subdirectory_or_query_is_refused(tail):
+    """envgen packs the repository's root: a #subdirectory= would be dropped and the root's
+    package pinned in its place, so it is refused; #egg=NAME says nothing and is read."""
+    from envgen.resolve import gitref
+    with pytest.raises(InputError, match="no query or fragment but #egg=NAME"):
+        gitref.split(f"git+https://git.example/team/mono.git@v1.0{tail}")
+    assert gitref.split("git+https://git.example/team/mono.git@v1.0#egg=pkg") == (
+        "https://git.example/team/mono.git", "v1.0")
+
+
+def test_a_setup_cfg_that_is_not_utf8_still_gives_its_version(tmp_path, monkeypatch):
+    from envgen.resolve import gitref
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    repo, _ = _repo(tmp_path, 'dynamic = ["version"]')
+    (repo / "setup.cfg").write_bytes(b"[metadata]\nversion = 0.3.2\nauthor = Jos\xe9\n")
+    git = ["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "cfg"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert gitref.archive("envgen-tinylib", repo.as_uri(), head)[2] == "0.3.2"
+
+
 @pytest.mark.parametrize("line,variant", [
     ("jax[cpu]==0.12.0.1", "cpu"), ("jax[cuda12]==0.12.0.1", "cuda12"),
     ("jax==0.12.0.1", None), ("jax[tpu]==0.12.0.1", None)])

@@ -78,6 +78,8 @@ SETUP_REQS = SETUP_CUDA.replace(b'name="x",', b'name="x", install_requires=["tor
     ({"setup.py": SETUP_REQS}, ["torch", "einops"]),
     ({"setup.py": SETUP_CUDA.replace(b'name="x",', b'name="x", install_requires=REQS,')},
      None),                                                    # computed: uv is left to say
+    ({"setup.py": b"kw = dict(install_requires=['einops'])\n" + SETUP_CUDA.replace(
+        b'name="x",', b'name="x", **kw,')}, None),               # setup(**kw): not written here
     ({"setup.py": b"import os\n"}, None),                      # calls no setup()
     ({"setup.py": b"def (:\n"}, None),                         # not Python
     ({"pyproject.toml": b'[project]\nname = "x"\ndependencies = ["torch>=2.4", "ninja"]\n',
@@ -88,6 +90,14 @@ SETUP_REQS = SETUP_CUDA.replace(b'name="x",', b'name="x", install_requires=["tor
 ])
 def test_without_pkg_info_the_archives_own_files_say_what_it_requires(tmp_path, files, want):
     assert k.requires_dist(sdist(tmp_path / "x-0.1.0.tar.gz", files)) == want
+
+
+def test_a_requirement_an_archive_states_that_is_not_one_is_one_sentence(tmp_path):
+    bad = sdist(tmp_path / "x-0.1.0.tar.gz", {"setup.py": SETUP_CUDA, "PKG-INFO": PKG_INFO.replace(
+        b"einops>=0.8", b"einops <<garbage")})
+    with pytest.raises(InputError, match=r"x 0.1.0 \(x-0.1.0.tar.gz\) states a requirement "
+                                         r"that is not one: 'einops <<garbage'"):
+        k.metadata_for({"x": ("0.1.0", bad)})
 
 
 def test_known_kernel_sdists_and_held_archives_are_told_apart_from_other_sdists(tmp_path):

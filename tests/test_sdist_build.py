@@ -68,7 +68,44 @@ def test_a_build_requirement_envgen_cannot_pin_is_a_reason(tmp_path, text, why):
 def test_an_oversized_pyproject_is_a_reason_not_the_default(tmp_path):
     big = '[build-system]\nrequires = ["hatchling"]\n' + "#" * (1 << 20) + "\n"
     got = build_requires(sdist(tmp_path / "x-1.0.tar.gz", {"pyproject.toml": big}))
-    assert isinstance(got, str) and "larger than 1 MiB" in got
+    assert isinstance(got, str) and "not a regular file of at most 1 MiB" in got
+
+
+def _tar(path: Path, members) -> Path:
+    """members: (name, text, or None for a symlink to pyproject.toml)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, text in members:
+            info = tarfile.TarInfo(name)
+            if text is None:
+                info.type, info.linkname = tarfile.SYMTYPE, "../elsewhere/pyproject.toml"
+                t.addfile(info)
+                continue
+            info.size = len(text.encode())
+            t.addfile(info, io.BytesIO(text.encode()))
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+HATCH = '[build-system]\nrequires = ["hatchling"]\n'
+EVIL = '[build-system]\nrequires = ["evil-backend"]\n'
+
+
+def test_the_sdists_own_folder_gives_its_pyproject_not_another_top_level_one(tmp_path):
+    # another top-level folder's pyproject.toml, listed first, is not the sdist's
+    got = build_requires(_tar(tmp_path / "d3-1.0.tar.gz", [
+        ("zzz/pyproject.toml", EVIL), ("d3-1.0/pyproject.toml", HATCH)]))
+    assert got == ("hatchling",)
+    # two top-level folders, neither the sdist's own: a reason, not a guess
+    got = build_requires(_tar(tmp_path / "d4-1.0.tar.gz", [
+        ("a/pyproject.toml", EVIL), ("b/pyproject.toml", HATCH)]))
+    assert isinstance(got, str) and "more than one top-level pyproject.toml" in got
+    # one member listed twice is one file (the later, as tar extracts it), not oversized
+    assert build_requires(_tar(tmp_path / "d1-1.0.tar.gz", [
+        ("d1-1.0/pyproject.toml", EVIL), ("d1-1.0/pyproject.toml", HATCH)])) == ("hatchling",)
+    # a symlink is not read through
+    got = build_requires(_tar(tmp_path / "d2-1.0.tar.gz", [("d2-1.0/pyproject.toml", None)]))
+    assert isinstance(got, str) and "not a regular file" in got
 
 
 def test_a_zip_sdist_is_read_and_an_unreadable_one_is_a_reason(tmp_path):
@@ -174,7 +211,15 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
             Pin("w", "1.0", file="w-1.0-py3-none-any.whl", sha256="4" * 64)]
     files = {"a": a, "b": b}
     asked = {}
-    monkeypatch.setattr(cl, "index_file", lambda index, name, wanted: files.get(name))
+    # the index lists each sdist by its own name and sha256: index_file hands back the
+    # kept file only for the entry the caller's `wanted` accepts
+    listed = {"a": ("a-1.0.tar.gz", "1" * 64), "b": ("b-1.0.tar.gz", "2" * 64)}
+
+    def index_file(index, name, wanted):
+        entry = listed.get(name)
+        ok = entry is not None and wanted({"filename": entry[0], "hashes": {"sha256": entry[1]}})
+        return files.get(name) if ok else None
+    monkeypatch.setattr(cl, "index_file", index_file)
     monkeypatch.setattr(cl, "compile_pins", lambda inputs: (asked.update(inputs) or {
         "setuptools": "80.9.0", "wheel": "0.45.1", "hatchling": "1.27.0"}, "uv"))
     hashed = {"setuptools": SETUPTOOLS, "wheel": WHEEL,
@@ -213,6 +258,11 @@ def test_the_resolution_pins_the_union_of_the_sdists_backends(monkeypatch, tmp_p
     asked.clear()
     assert build_pins(pins[3:], ()) == ()
     assert asked == {}
+    # the index's file of another sha256 than the pin's is not taken for it
+    files["b"] = b
+    other = [pins[0], Pin("b", "1.0", file="b-1.0.tar.gz", sha256="5" * 64)]
+    with pytest.raises(EnvironmentMissing, match="b-1.0.tar.gz could not be fetched"):
+        build_pins(other, ())
 
 
 def test_only_the_project_build_stages_sdists_need_backends_and_a_stale_cache_is_resolved_again():

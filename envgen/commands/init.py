@@ -198,11 +198,15 @@ def _sentence(e, intake, stack, verbose: bool):
     """uv found no closure: one sentence naming the team's line uv's output names first."""
     from ..core.errors import Unsatisfiable
     text = e.message
-    named = [w for w in intake.requirements if re.search(
-        rf"(?<![A-Za-z0-9_.-]){re.escape(w.name)}(?![A-Za-z0-9_-])", text.lower())]
     reason = text.split(": ", 1)[1] if ": " in text else text
     core = re.search(r"(Because .*?)(?:And because|$)", reason)
     short = (core.group(1) if core else reason)[:300].strip().rstrip(".,")
+
+    def naming(words: str) -> list:
+        return [w for w in intake.requirements if re.search(
+            rf"(?<![A-Za-z0-9_.-]){re.escape(w.name)}(?![A-Za-z0-9_-])", words.lower())]
+    # the line uv's reason names first; else any line its whole output names
+    named = naming(short) or naming(text)
     head = f"{named[0].text} cannot be installed over {stack.framework_package} " \
         f"{stack.version} ({stack.variant}) on Python {stack.python}" if named else \
         f"the requirements cannot be installed over {stack.stack} on Python {stack.python}"

@@ -724,16 +724,22 @@ def index_file(index: str, name: str, wanted) -> Path | None:
     from .urlref import fetch
     page = f"{index}/{canonical_name(name)}/"
     try:
-        files = fetch_json(page).get("files") or []
+        data = fetch_json(page)
     except (OSError, LookupError, ValueError):
         return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        return None
+
+    def sha(f) -> str | None:   # an index's page is not trusted to have the right shapes
+        h = f.get("hashes")
+        s = h.get("sha256") if isinstance(h, dict) else None
+        return s if isinstance(s, str) and SHA256.fullmatch(s) else None
     entry = next((f for f in files if isinstance(f, dict) and isinstance(
-        f.get("filename"), str) and (f.get("hashes") or {}).get("sha256") and wanted(f)),
-        None)
+        f.get("filename"), str) and sha(f) and wanted(f)), None)
     if entry is None:
         return None
     try:
-        return fetch(name, urljoin(page, str(entry.get("url", ""))),
-                     entry["hashes"]["sha256"])[0]
+        return fetch(name, urljoin(page, str(entry.get("url", ""))), sha(entry))[0]
     except (InputError, EnvironmentMissing):
         return None

@@ -25,6 +25,11 @@ def split(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url.removeprefix("git+"))
     if parts.scheme not in ("https", "file"):
         raise InputError(f"git reference {shown(url)}: envgen fetches https and file only")
+    if parts.query or parts.fragment and not re.fullmatch(r"egg=[A-Za-z0-9._-]+",
+                                                          parts.fragment):
+        raise InputError(f"git reference {shown(url)}: envgen packs the repository's root "
+                         f"at a commit, and reads no query or fragment but #egg=NAME "
+                         f"(#subdirectory= is not supported)")
     path, at, ref = parts.path.rpartition("@")
     if not at or not REF.fullmatch(ref) or ".." in ref:
         raise InputError(f"git reference {shown(url)} names no commit, tag or branch envgen "
@@ -39,8 +44,10 @@ def _git(*argv: str, cwd: str | None = None) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true",
            "GIT_CONFIG_NOSYSTEM": "1"}
     try:
+        # a file git shows need not be UTF-8 (a setup.cfg in Latin-1): what envgen reads of
+        # it (a version) is ASCII, so a byte that does not decode is replaced, not fatal
         r = subprocess.run(["git", *argv], capture_output=True, text=True, cwd=cwd, env=env,
-                           timeout=TIMEOUT_S)
+                           timeout=TIMEOUT_S, encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise EnvironmentMissing("git is not installed; envgen needs it for a git "
                                  "reference (apt-get install git)") from None

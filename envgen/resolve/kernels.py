@@ -14,7 +14,7 @@ import io
 import re
 from pathlib import Path
 
-from ..core.errors import InputError
+from ..core.errors import InputError, shown
 from ..core.model import Stack, canonical_name
 from .sdists import members as _members
 from .sdists import top_level as _top
@@ -118,6 +118,8 @@ def _install_requires(text: str | None) -> list[str] | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "setup" or
                                            getattr(node.func, "attr", None) == "setup"):
+            if any(kw.arg is None for kw in node.keywords):
+                return None   # setup(**kw): what it requires is not written here
             for kw in node.keywords:
                 if kw.arg == "install_requires":
                     try:
@@ -141,6 +143,13 @@ def metadata_for(held: dict[str, tuple[str, Path]]) -> list[dict]:
             continue
         reqs = requires_dist(path)
         if reqs is not None:
+            from packaging.requirements import InvalidRequirement, Requirement
+            for r in reqs:   # the archive's own words reach uv's configuration
+                try:
+                    Requirement(r)
+                except InvalidRequirement:
+                    raise InputError(f"{name} {version} ({path.name}) states a requirement "
+                                     f"that is not one: {shown(r, 80)}") from None
             out.append({"name": name, "version": version, "requires-dist": reqs})
     return out
 

@@ -26,7 +26,9 @@ def project_inputs(stack: Stack, layer) -> dict:
     plain = cl.closure_for(stack, resolve=True)[0]
     extras = dict(stack.extras)
     fixed = {canonical_name(n) for n in stack.pip_packages}
-    held = sorted(p.requirement for p in plain.pins
+    # the plain closure's CUDA libraries, packaging tools and triton, and the framework's
+    # own pins: constraints, so the project's layers go over the plain stack's as they are
+    kept = sorted(p.requirement for p in plain.pins
                   if canonical_name(p.name) in fixed or p.name in cl.VENV_TOOLS
                   or p.name.startswith(("nvidia-", "cuda-")) or p.name == "triton")
     from .gitref import archive, references
@@ -50,14 +52,15 @@ def project_inputs(stack: Stack, layer) -> dict:
     metadata = metadata_for({**kernel_sdists_on_index(stack, layer.requirements), **held})
     own = [r for r in layer.requirements if not (
         " @ " in r and canonical_name(r.split(" @ ")[0].split("[")[0]) in {*git, *files})]
-    reqs = [*own, *(f"{n}=={g['version']}" for n, g in sorted(git.items())),
-            *(f"{n}=={f['version']}" for n, f in sorted(files.items())),
+    marks = _markers(layer.requirements, {*git, *files})
+    reqs = [*own, *(f"{n}=={g['version']}{marks.get(n, '')}" for n, g in sorted(git.items())),
+            *(f"{n}=={f['version']}{marks.get(n, '')}" for n, f in sorted(files.items())),
             *(requirement(n, v, extras.get(n, ""))
                                    for n, v in stack.pip_packages.items()),
             *(f"{n}=={v}" for n, v in layer.pip)]
     tools = list(cl.VENV_TOOLS) if stack.base.kind != "framework" else []
     inputs = {"requirements": reqs + tools,
-              "constraints": sorted({*cl.constraints_for(stack), *held, *layer.constraints}),
+              "constraints": sorted({*cl.constraints_for(stack), *kept, *layer.constraints}),
               "python": stack.python, "platform": stack.base.platform,
               "index_url": stack.index_url, "extra_index_urls": list(layer.indexes),
               "project_over": plain.key, "sdists": True, **({"git": git} if git else {}),
@@ -73,23 +76,37 @@ def project_inputs(stack: Stack, layer) -> dict:
     return json.loads(json.dumps(inputs, sort_keys=True))
 
 
+def _parsed(requirements):
+    """The requirement lines that parse (the rest are uv's to refuse, at their line)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    for text in requirements:
+        try:
+            yield Requirement(text)
+        except InvalidRequirement:
+            continue
+
+
+def _markers(requirements, names) -> dict[str, str]:
+    """canonical name → ' ; MARKER' of each git or file reference among `names` that has
+    one: its exact pin keeps the line's condition (a Windows-only reference stays so)."""
+    out = {}
+    for req in _parsed(requirements):
+        if req.url and req.marker is not None and canonical_name(req.name) in names:
+            out[canonical_name(req.name)] = f" ; {req.marker}"
+    return out
+
+
 def kernel_sdists_on_index(stack: Stack, requirements) -> dict[str, tuple[str, Path]]:
     """name → (version, the sdist kept under ENVGEN_HOME) for each known CUDA-kernel package
     the team pins exactly (flash-attn==2.6.3): its PKG-INFO tells uv what it requires,
     which uv cannot ask it without torch. Only for a stack that can compile it (CUDA 13);
     an index that does not answer leaves it to uv, whose failure is then one sentence."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     from .kernels import KNOWN, cuda_major
     if cuda_major(stack) != "13":
         return {}
     index = cl.stack_index(stack)
     out = {}
-    for text in requirements:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
+    for req in _parsed(requirements):
         name = canonical_name(req.name)
         pins = [s.version for s in req.specifier if s.operator == "=="]
         if name not in KNOWN or req.url or len(pins) != 1 or "*" in pins[0]:
@@ -109,7 +126,10 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     inputs = project_inputs(stack, layer)
     key = cl.key_of(inputs)
     cached = cl.cache_dir() / f"{key}.json"
-    stored = cl._stored(cached) if cached.is_file() else None
+    try:
+        stored = cl._stored(cached) if cached.is_file() else None
+    except InputError:   # envgen's own cache, written by an older envgen: resolved again
+        stored = None
     if stored is not None and stored.key == key == cl.key_of(stored.inputs) and \
             not unpinned_backends(stored, stack):
         return stored, f"cached closure {cached}"
@@ -150,17 +170,10 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
                         extra=tuple(inputs.get("extra_index_urls") or ()))
     with ThreadPoolExecutor(max_workers=8) as pool:
         hashed = list(pool.map(pin, items))
-    # an index that did not answer for one file is a passing fault, not a fact: nothing is
-    # cached (a cached closure with an unhashed pin failed every later build of the project)
-    # uv took each of these from the index: one the index now does not list (or lists
-    # for no platform of the image) contradicts it, and is not cached as a fact
-    unread = next((p for p in hashed if not p.sha256 and p.note and any(
-        w in p.note for w in (" could not be read for ", " is not on ", " has no file of "))),
-        None)
-    if unread is not None:
-        raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
-                                 f"command again asks the index again")
+    # a cached closure with an unhashed pin failed every later build of the project
+    _unread(hashed)
     kernels, build = _kernels(stack, layer, hashed, index)
+    _unread(build)   # the kernel-build stage's compiler and tools, as the pins
     paths = _sdist_paths([p for p in hashed if p.name not in kernels], layer, index)
     pure = _pure_sdists(hashed, paths)
     _tell_host_builds(hashed, paths, inputs)
@@ -173,6 +186,18 @@ def project_closure(stack: Stack, layer, resolve: bool = True) -> tuple[Closure,
     return c, f"resolved now with {c.resolver}, cached as {cached}"
 
 
+def _unread(pins) -> None:
+    """Stop (nothing cached) at a pin the index did not answer for: a passing fault, not a
+    fact. uv took each of these from the index: one the index now does not list (or lists
+    for no platform of the image) contradicts it, and is not cached as a fact either."""
+    unread = next((p for p in pins if not p.sha256 and p.note and any(
+        w in p.note for w in (" could not be read for ", " is not on ", " has no file of "))),
+        None)
+    if unread is not None:
+        raise EnvironmentMissing(f"{unread.note}; nothing was cached, so running the "
+                                 f"command again asks the index again")
+
+
 def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
     """canonical name → the file of each hash-pinned sdist among `pins`: the held archive,
     or the index's file (kept under ENVGEN_HOME, checked by its sha256); None when neither.
@@ -181,10 +206,15 @@ def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
     held = held_files(layer)
     sdists = [p for p in pins if p.sdist and p.sha256]
 
+    # the team's extra indexes first, then the stack's, as hash_pin asked them: the file
+    # is the one of that name and sha256, whichever index serves it
+    order = list(dict.fromkeys([*(u.rstrip("/") for u in layer.indexes if u), index]))
+
     def path(p) -> Path | None:
-        return held.get(canonical_name(p.name)) or cl.index_file(
-            index, p.name, lambda f: f["filename"] == p.file
-            and f["hashes"]["sha256"] == p.sha256)
+        return held.get(canonical_name(p.name)) or next(
+            (got for at in order if (got := cl.index_file(
+                at, p.name, lambda f: f["filename"] == p.file
+                and f["hashes"]["sha256"] == p.sha256)) is not None), None)
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(zip((canonical_name(p.name) for p in sdists), pool.map(path, sdists),
@@ -233,8 +263,10 @@ def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set,
         return ()
     missing = next((p for p in sdists if paths.get(canonical_name(p.name)) is None), None)
     if missing is not None:   # a passing fault: asked again next time
+        where = ", ".join(dict.fromkeys([*(u.rstrip("/") for u in layer.indexes if u),
+                                         index]))
         raise EnvironmentMissing(f"the build requirements of the project's sdists: the sdist "
-                                 f"{missing.file} could not be fetched from {index}")
+                                 f"{missing.file} could not be fetched from {where}")
     found = [build_requires(paths[canonical_name(p.name)]) for p in sdists]
     why = next((w for w in found if isinstance(w, str)), None)
     if why is not None:   # the sdist's own file says something envgen cannot pin

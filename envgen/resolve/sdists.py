@@ -78,12 +78,17 @@ def build_requires(path: Path) -> tuple[str, ...] | str:
     if scanned is None:
         return f"{path.name} cannot be read as an archive"
     listed, read = scanned
-    own = [n for n in listed if top_level(n) and n.rsplit("/", 1)[-1] == "pyproject.toml"]
-    files = {n: read[n] for n in own if n in read}
-    if len(files) < len(own):
-        return f"{path.name}: its pyproject.toml is larger than {_MAX_MEMBER >> 20} MiB"
-    found = sorted(files, key=lambda k: k.count("/"))
-    table = _build_system(files[found[0]].decode("utf-8", "replace")) if found else None
+    own = sorted({n for n in listed if top_level(n)
+                  and n.rsplit("/", 1)[-1] == "pyproject.toml"})
+    if len(own) > 1:   # NAME-VERSION/ is the sdist's own folder; another is not read
+        stem = re.sub(r"\.(tar\.gz|zip|tgz|tar)$", "", path.name)
+        own = [n for n in own if n == f"{stem}/pyproject.toml"]
+        if not own:
+            return f"{path.name}: it has more than one top-level pyproject.toml"
+    if own and own[0] not in read:
+        return (f"{path.name}: its pyproject.toml is not a regular file of at most "
+                f"{_MAX_MEMBER >> 20} MiB")
+    table = _build_system(read[own[0]].decode("utf-8", "replace")) if own else None
     if isinstance(table, str):
         return f"{path.name}: pyproject.toml {table}"
     if table is None:
