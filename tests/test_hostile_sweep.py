@@ -341,6 +341,19 @@ def test_envgen_sources_takes_auto_as_sources_does():
         check({"ENVGEN_SOURCES": "ftp://x"})
 
 
+@pytest.mark.parametrize("name", ["ENVGEN_PYPI_SIMPLE", "ENVGEN_DEBIAN_MIRROR",
+                                  "ENVGEN_SOURCES"])
+def test_a_login_in_an_index_or_mirror_variable_is_refused_masked(name):
+    """It would be written into closures, locks and the image, and a message would show
+    it: refused with the login masked, as --sources and envgen.yaml refuse it."""
+    from envgen.core.environ import check
+    with pytest.raises(EnvgenError) as e:
+        check({name: "http://ci-user:S3cretT0ken@127.0.0.1:8765/simple"})
+    assert "carries a login" in str(e.value) and "S3cret" not in str(e.value)
+    assert name in str(e.value)
+    check({name: "http://127.0.0.1:8765/simple"})
+
+
 def test_steps_below_the_payloads_least_are_refused_at_the_flag(capsys):
     from envgen.cli import main
     assert main(["smoke", "--steps", "5"]) == 2

@@ -79,6 +79,9 @@ def test_an_executable_keeps_its_mode_and_caches_are_skipped(folder):
     (("  - Einops == 0.8.1", "  - einops==0.8.1\n  - EINOPS==0.8.1"), 5, "listed twice"),
     (("apt: [jq, git]", "apt: [jq, 'git; rm -rf /']"), 5, "not a Debian package"),
     (("apt: [jq, git]", "apt: [jq=1.6]"), 5, "not a Debian package"),
+    # apt-get install reads a trailing '-' as "remove": python3- would remove Python
+    (("apt: [jq, git]", "apt: [jq, python3-]"), 5, "not a Debian package"),
+    (("apt: [jq, git]", "apt: [jq, c]"), 5, "not a Debian package"),
     (("  - train.py", "  - ../secret"), 7, "relative path"),
     (("  - train.py", "  - /etc/passwd"), 7, "relative path"),
     (("  - train.py", "  - missing.py"), 7, "no such file"),
@@ -292,3 +295,35 @@ def test_a_spec_in_the_project_file_that_fails_is_told_at_its_line(tmp_path, spe
     r = cli("resolve", cwd=tmp_path, env={"ENVGEN_HOME": str(tmp_path / "home")})
     assert r.returncode == 2, r.stderr
     assert "envgen.yaml:2: " in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_render_does_not_write_over_a_folder_whose_dockerfile_is_not_envgens(tmp_path):
+    """`render -o .` in a team's repository: its Dockerfile, requirements.txt and install/
+    folder are not replaced or emptied; a new folder, one with other names only, and one
+    envgen rendered into are written."""
+    import envgen.build.context as context
+    from envgen.resolve.closure import closure_for
+    m = load_matrix()
+    st = resolve(m, parse_spec("pytorch-cu121", m))
+    closure = closure_for(st, resolve=False)[0]
+    team = tmp_path / "team"
+    (team / "install").mkdir(parents=True)
+    (team / "install" / "notes.md").write_text("ours\n")
+    (team / "requirements.txt").write_text("einops\n")
+    with pytest.raises(InputError, match=r"it holds install, requirements.txt that envgen "
+                                         r"did not render"):
+        context.write_context(st, closure, team)
+    assert (team / "install" / "notes.md").read_text() == "ours\n"
+    assert (team / "requirements.txt").read_text() == "einops\n"
+    (team / "Dockerfile").write_text("FROM debian\n")
+    with pytest.raises(InputError, match="Dockerfile, install, requirements.txt"):
+        context.write_context(st, closure, team)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("kept\n")
+    context.write_context(st, closure, other)          # nothing of its own is replaced
+    assert (other / "README.md").read_text() == "kept\n"
+    assert (other / "Dockerfile").read_text().startswith(context.HEADER)
+    (other / "install" / "stale.txt").write_text("old render\n")
+    context.write_context(st, closure, other)          # envgen's own folder: rendered again
+    assert not (other / "install" / "stale.txt").exists()

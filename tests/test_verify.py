@@ -267,3 +267,35 @@ def test_a_rebuild_from_the_lock_renders_byte_for_byte_what_the_build_rendered(n
                                                       vf.lock_closure(entry))
     assert sorted(first) == sorted(again)
     assert [k for k in first if first[k] != again[k]] == []
+
+
+def test_a_lock_claiming_another_certified_images_content_borrows_no_pass(stack):
+    """The certificate is looked up by the content of the image found here, not by the
+    lock's word for it: a lock that copies the content key of an image this host certified
+    is drift (image-content, no certificate), with the pass of the real bits still found."""
+    from envgen.runtime.docker import content_of
+    img = image_of(stack)
+    real = content_of(img.attrs)
+    other = "sha256:" + "c" * 64
+    store = {other: dict(PASSED, image_id="sha256:" + "9" * 64, image_content=other),
+             real: dict(PASSED, image_id=PINNED, image_content=real)}
+
+    def cert_for(image_id, content=None):
+        return store.get(content) if content else None
+    e = entry(stack)
+    e["image"]["tag"] = "envgen/pytorch-cu121:2.3.1-py3.11"
+    e["image"]["content"] = other
+    r = vf.verify(FakeClient(img), lock_of(stack, **{"pytorch-cu121": e}),
+                  probe=probe_of({"six": "1.16.0"}), cert_for=cert_for)
+    assert kinds(r) == ["image-content", "certificate"], r
+    assert r["stacks"]["pytorch-cu121"]["drift"][0]["new"] == real
+    # the same certificate embedded in the lock is not taken either
+    e["certificate"] = store[other]
+    r = vf.verify(FakeClient(img), lock_of(stack, **{"pytorch-cu121": e}),
+                  probe=probe_of({"six": "1.16.0"}), cert_for=cert_for)
+    assert kinds(r) == ["image-content", "certificate"], r
+    # the lock that names the image's own content finds its own pass
+    e["image"]["content"], e["certificate"] = real, None
+    r = vf.verify(FakeClient(img), lock_of(stack, **{"pytorch-cu121": e}),
+                  probe=probe_of({"six": "1.16.0"}), cert_for=cert_for)
+    assert r["ok"], r

@@ -56,6 +56,19 @@ def _pattern(pattern: str | re.Pattern, what: str):
     return check
 
 
+def _url(what: str, pattern: str | None = None):
+    """An http(s) URL (or `pattern`) that carries no login: envgen writes these URLs into
+    closures, locks and images, and a message would show it."""
+    fits = _pattern(pattern or _URL, what)
+
+    def check(name: str, value: str) -> None:
+        from .logins import has_login, refusal
+        if has_login(value):   # before the pattern: its message would show the login
+            raise InputError(refusal(name, value))
+        fits(name, value)
+    return check
+
+
 _URL = r"https?://[A-Za-z0-9._~:/?#@!*+,;=%\[\]-]{1,2000}"
 CHECKS = {
     "ENVGEN_HOME": _home,
@@ -71,9 +84,9 @@ CHECKS = {
     "ENVGEN_BUILD_NETWORK": _pattern(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
                                      "a network name (default, host, none or a network "
                                      "of the daemon)"),
-    "ENVGEN_PYPI_SIMPLE": _pattern(_URL, "an http(s) URL of a simple index"),
-    "ENVGEN_DEBIAN_MIRROR": _pattern(_URL, "an http(s) URL of a Debian mirror"),
-    "ENVGEN_SOURCES": _pattern(r"auto|pypi|index|" + _URL, "auto, pypi, index or an http(s) URL"),
+    "ENVGEN_PYPI_SIMPLE": _url("an http(s) URL of a simple index"),
+    "ENVGEN_DEBIAN_MIRROR": _url("an http(s) URL of a Debian mirror"),
+    "ENVGEN_SOURCES": _url("auto, pypi, index or an http(s) URL", r"auto|pypi|index|" + _URL),
     "ENVGEN_SOURCE_URL": _pattern(SOURCE_URL, "an https URL of a repository"),
     "ENVGEN_REVISION": _pattern(REVISION, "a commit id (7 to 64 lowercase hex digits)"),
     "ENVGEN_DEBUG": _pattern(r"[^\x00-\x1f]{0,20}", "a flag (1 or 0)"),

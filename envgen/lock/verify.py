@@ -80,9 +80,11 @@ def closure_drift(locked: list[dict], closure: dict | None, where: str) -> list[
     return out
 
 
-def _cert_drift(entry: dict, cert_for) -> list[dict]:
+def _cert_drift(entry: dict, cert_for, content: str | None) -> list[dict]:
+    """The lock's certificate, else this host's, of the pinned image or of one with
+    `content`: the content the image found here has, never the lock's word for it (a lock
+    claiming another certified image's content would borrow its pass)."""
     pinned = entry["image"]["id"]
-    content = entry["image"].get("content")
     cert = entry.get("certificate")
     if cert is None:
         cert = cert_for(pinned, content) if content else cert_for(pinned)
@@ -141,6 +143,15 @@ def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
         False
 
 
+def _content(c, image: str | None) -> str | None:
+    """The content key (layers and clock-free config) of the image found or pulled."""
+    if image is None:
+        return None
+    from ..runtime.docker import content_of, image_or_none
+    found = image_or_none(c, image)
+    return content_of(found.attrs) if found is not None else None
+
+
 def verify_stack(c, name: str, entry: dict, probe=installed_packages,
                  cert_for=certs.latest_for, rebuild=None, pull=None) -> dict:
     """{"ok", "drift": [...], "pulled"} for one locked stack. `pull(c, ref) -> image`
@@ -148,7 +159,14 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
     layers)` builds the locked stack again from the lock's closure."""
     from ..runtime.docker import remove_image
     current, drift, pulled = _find_or_pull(c, entry, pull)
-    drift += _cert_drift(entry, cert_for)
+    real = _content(c, current)
+    claimed = entry["image"].get("content")
+    if claimed and real and claimed != real:
+        drift.append(_item("image-content", f"the lock says the image's content is "
+                           f"{claimed[:19]}, the image {current[:19]} has {real[:19]}",
+                           old=claimed, new=real))
+    # a pass of another image with the same bits counts only when the image here has them
+    drift += _cert_drift(entry, cert_for, real if claimed and claimed == real else None)
     if current is not None:
         try:
             p = probe(c, current)

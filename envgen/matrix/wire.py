@@ -17,7 +17,9 @@ IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 _PIP_NAME, _PIP_VERSION = r"[A-Za-z0-9][A-Za-z0-9._-]{0,98}", r"[0-9][0-9A-Za-z.+!_-]{0,59}"
 PROJECT_PIP = re.compile(rf"({_PIP_NAME})\s*==\s*({_PIP_VERSION})")
-PROJECT_APT = re.compile(r"[a-z0-9][a-z0-9+.-]{0,62}")
+# Debian's package names: two or more characters; never ending in '-', which apt-get install
+# reads as "remove this package"
+PROJECT_APT = re.compile(r"[a-z0-9][a-z0-9+.-]{0,61}[a-z0-9+]")
 PROJECT_REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127}"
                          r"(/[A-Za-z0-9_][A-Za-z0-9._+@-]{0,127})*/?")
 PROJECT_MAX_FILES = 2000
