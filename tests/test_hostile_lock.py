@@ -44,6 +44,25 @@ def write(tmp_path, data) -> Path:
 
 def test_a_valid_lock_reads(tmp_path):
     assert read_lock(write(tmp_path, lock_text()))["stacks"]
+    data = lock_text()
+    data["stacks"]["pytorch-cu121"].update(closure={
+        "key": "c" * 64, "resolver": "uv 0.9", "created": "2026-12-01T00:00:00Z",
+        "pure_sdists": ["six"]})
+    data["stacks"]["pytorch-cu121"]["certificate"].update(gpus=[], driver="580.159.04")
+    assert read_lock(write(tmp_path, data))["stacks"]
+
+
+@pytest.mark.parametrize("key, value", [("created", "x"), ("updated", "yesterday"),
+                                        ("created", "2026-99-99T99:99:99Z")])
+def test_a_lock_time_that_is_no_time_is_refused_at_its_line(tmp_path, key, value):
+    data = lock_text()
+    data[key] = value
+    path = write(tmp_path, data)
+    with pytest.raises(InputError) as e:
+        read_lock(path)
+    lines = path.read_text().splitlines()
+    assert lines[e.value.line - 1].lstrip().startswith(f'"{key}"')
+    assert "is not a UTC time" in e.value.message
 
 
 HOSTILE = {
@@ -79,6 +98,19 @@ HOSTILE = {
     "extras that are a list": lambda e: e["stack"].update(extras=["asr"]),
     "an extra of an option": lambda e: e["stack"].update(extras={"--index-url": "asr"}),
     "an unpinned name with a shell": lambda e: e["stack"].update(unpinned=["fsspec;id"]),
+    # the summary a reviewer reads first is the certificate's own record
+    "a gpus summary its host record lacks": lambda e: e["certificate"].update(
+        gpus=["NVIDIA H200", "NVIDIA H200"]),
+    "a driver summary that is a shell": lambda e: e["certificate"].update(driver="$(id)"),
+    # a project's closure records, read as a rebuild reads them
+    "a kernel_build of no packages": lambda e: e.update(closure={
+        "key": "c" * 64, "resolver": "uv 0.9", "created": "2026-12-01T00:00:00Z",
+        "kernel_build": {"x": 1}}),
+    "pure_sdists naming no pin": lambda e: e.update(closure={
+        "key": "c" * 64, "resolver": "uv 0.9", "created": "2026-12-01T00:00:00Z",
+        "pure_sdists": ["zz"]}),
+    "a resolver with a bidi control": lambda e: e.update(closure={
+        "key": "c" * 64, "resolver": "uv \u202e0.9", "created": "2026-12-01T00:00:00Z"}),
 }
 
 
@@ -138,3 +170,55 @@ def test_a_certificate_in_a_lock_is_judged_as_every_door_judges_it(tmp_path, cha
     data["stacks"]["pytorch-cu121"]["certificate"].update(change)
     with pytest.raises(InputError, match=re.escape(words)):
         read_lock(write(tmp_path, data))
+
+
+@pytest.mark.parametrize("spelled, line", [('"matrix_sh\\u0061256"', 5), ('"cr\\u0065ated"', 4)])
+def test_a_key_given_twice_under_an_escape_is_told_at_the_escaped_copy(tmp_path, spelled,
+                                                                       line):
+    d = lock_text()
+    text = json.dumps(d, indent=2).splitlines()
+    key = json.loads(spelled)
+    text.insert(line - 1, f'  {spelled}: "2026-01-01T00:00:00Z",')
+    p = tmp_path / "envgen.lock"
+    p.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputError) as e:
+        read_lock(p)
+    assert e.value.line == line and f'the key "{key}" is given twice' in e.value.message
+
+
+def test_the_lines_of_a_locks_stacks_are_found_in_one_walk(tmp_path, monkeypatch):
+    """Reading a lock of many stacks walks its text once for their lines (a walk per stack
+    made a 7.5 MB lock take minutes, and a lock comes from pull requests)."""
+    import envgen.lock.read as rd
+    walks = []
+    real = rd._keys
+    monkeypatch.setattr(rd, "_keys", lambda text: walks.append(1) or real(text))
+    d = lock_text()
+    entry = d["stacks"].pop("pytorch-cu121")
+    for i in range(200):
+        d["stacks"][f"s{i:03d}"] = [] if i % 2 else copy.deepcopy(entry)
+    p = tmp_path / "envgen.lock"
+    p.write_text(json.dumps(d, indent=2))
+    with pytest.raises(Exception) as e:
+        read_lock(p)
+    assert "(and 199 more problem(s))" in str(e.value) and len(walks) == 1
+    lines = p.read_text().splitlines()
+    said = {x.line for x in e.value.problems}
+    assert all(lines[n - 1].lstrip().startswith('"s') for n in said) and len(said) == 200
+
+
+def test_a_merge_past_the_stacks_a_lock_may_hold_writes_nothing(tmp_path, monkeypatch):
+    """`lock --merge` of two big locks: refused before writing (a lock envgen then refused
+    to read was written)."""
+    import envgen.lock.read as rd
+    from envgen.lock.write import write_lock
+    monkeypatch.setattr(rd, "MAX_STACKS", 1)
+    monkeypatch.setattr("envgen.lock.write.MAX_STACKS", 1)
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    entry = lock_text()["stacks"]["pytorch-cu121"]
+    out = tmp_path / "envgen.lock"
+    write_lock(out, {"pytorch-cu121": entry}, "y")
+    before = out.read_bytes()
+    with pytest.raises(InputError, match="would hold 2 stacks, more than the 1"):
+        write_lock(out, {"another": entry}, "y")
+    assert out.read_bytes() == before

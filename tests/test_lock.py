@@ -224,8 +224,8 @@ def test_a_corrupt_lock_is_refused_not_overwritten(tmp_path, stack):
     ('{"lock_version": 1, "created": "x", "stacks": {}}', 1, "missing key 'matrix_sha256'"),
     ('{"lock_version": 7,\n "created": "x", "matrix_sha256": "y", "stacks": {}}', 1,
      "lock_version 7 is not supported"),
-    (('{"lock_version": 1, "created": "x", "matrix_sha256": "y",\n "stacks": {\n'
-     '  "pytorch-cu121": {"image": {"id": "x", "tag": "t"}}}}'), 3,
+    (('{"lock_version": 1, "created": "2026-12-01T09:40:00Z", "matrix_sha256": "y",\n'
+      ' "stacks": {\n  "pytorch-cu121": {"image": {"id": "x", "tag": "t"}}}}'), 3,
      "stack 'pytorch-cu121': missing key 'stack'"),
 ])
 def test_malformed_lock_is_input_error_with_file_and_line(tmp_path, text, line, words):
@@ -241,8 +241,8 @@ def test_lock_entry_with_an_unreadable_stack_names_the_missing_key(tmp_path, sta
     bad = entry(stack)
     del bad["stack"]["framework"]
     path = tmp_path / "envgen.lock"
-    path.write_text(json.dumps({"lock_version": 1, "created": "x", "matrix_sha256": "y",
-                                "stacks": {"a": bad}}, indent=2))
+    path.write_text(json.dumps({"lock_version": 1, "created": "2026-12-01T09:40:00Z",
+                                "matrix_sha256": "y", "stacks": {"a": bad}}, indent=2))
     with pytest.raises(InputError, match="missing key 'stack.framework'"):
         lk.read_lock(path)
 

@@ -53,7 +53,8 @@ def certificate(stack, *, gpu="NVIDIA H100 80GB HBM3", driver="535.274.02",
     return {"schema": 1, "image_id": image, "image_tags": [], "stack": stack.to_json(),
             "level": "cuda", "passed": passed, "created": created, "exit_code": 0 if passed else 1,
             "host": {"driver": driver, "gpus": [{"index": 0, "name": gpu, "cc": "9.0"}]},
-            "report": {"passed": passed, "checks": [{"name": "train", "passed": passed}]},
+            "report": {"passed": passed, "level": "cuda",
+                       "checks": [{"name": "train", "passed": passed}]},
             "seconds": 9.5, **extra}
 
 

@@ -53,7 +53,8 @@ hosts:
 H100 = {"driver": "535.274.02", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]}
 PLACED = [{"schema": 1, "image_id": "sha256:" + "cd" * 32, "image_tags": [], "level": "cuda",
            "passed": True, "created": created, "seconds": 9.5, "host": H100, "exit_code": 0,
-           "report": {"passed": True, "checks": [{"name": "train", "passed": True}]}}
+           "report": {"passed": True, "level": "cuda",
+                      "checks": [{"name": "train", "passed": True}]}}
           for created in ("2026-11-29T08:00:00Z",
                                                      "2026-11-30T08:45:02Z")]
 for c in PLACED:   # what the payload measured: the throughput chart draws it
@@ -67,7 +68,8 @@ PLACED.append(PLACED[0] | {"image_id": "sha256:" + "ef" * 32, "passed": False, "
 PROJECT = {"schema": 1, "image_id": "sha256:" + "aa" * 32, "image_tags": [], "level": "cpu",
            "passed": True, "created": "2026-12-02T09:00:00Z", "seconds": 12.0, "exit_code": 0,
            "host": {"driver": None, "gpus": []},
-           "report": {"passed": True, "checks": [{"name": "train", "passed": True}],
+           "report": {"passed": True, "level": "cpu",
+                      "checks": [{"name": "train", "passed": True}],
                       "metrics": {"samples_per_s": 1500.0}}}
 
 

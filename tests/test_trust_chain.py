@@ -13,6 +13,7 @@ import errno
 import http.server
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -113,6 +114,30 @@ def test_the_store_itself_refuses_a_pass_its_record_contradicts(home):
         certs.save(forged())
     assert stored(home) == []
     assert certs.save(made()).is_file()
+
+
+@pytest.mark.parametrize("level, report_level, gpus, words", [
+    ("multi-gpu", "cpu", [], "claims level 'multi-gpu' but its payload's report says 'cpu'"),
+    ("cuda", "cpu", ["NVIDIA H200"], "claims level 'cuda' but its payload's report says"),
+    ("cuda", "cuda", [], "at level cuda on 0 GPU(s); that level runs on at least 1"),
+    ("multi-gpu", "multi-gpu", ["NVIDIA H200"], "multi-gpu on 1 GPU(s)"),
+])
+def test_a_pass_at_a_level_its_own_record_does_not_show_is_refused(
+        home, tmp_path, capsys, level, report_level, gpus, words):
+    """The level is the payload's (certify and the fleet's pod copy it from the report),
+    and a GPU level needs its GPUs: a pass raised to a higher level is refused at the door
+    and by the store, so doctor and locks never count it."""
+    c = made(gpus=gpus)
+    c["level"], c["report"]["level"] = level, report_level
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(c))
+    assert main(["certs", "import", str(p)]) == 2
+    assert words in capsys.readouterr().err
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        certs.save(c)
+    assert stored(home) == []
+    two = made(gpus=["NVIDIA H200", "NVIDIA H200"], level="multi-gpu")
+    assert certs.save(two).is_file()   # as the payload reports a two-GPU run
 
 
 # ---- nothing raw on a terminal -------------------------------------------------------------

@@ -139,6 +139,15 @@ def pass_problem(cert: dict) -> str | None:
         return "it claims a pass but its payload's report did not pass"
     if not report["checks"]:
         return "it claims a pass with no checks run"
+    # the level is the payload's own (finish and the fleet's pod copy it from the report),
+    # and a GPU level needs the GPUs it ran on
+    if cert.get("level") != report.get("level"):
+        return (f"it claims level {_shown(cert.get('level'))} but its payload's report says "
+                f"{_shown(report.get('level'))}")
+    need = {"cuda": 1, "multi-gpu": 2}.get(cert.get("level"), 0)
+    if len(gpus_of(cert)) < need:
+        return (f"it claims a pass at level {cert['level']} on {len(gpus_of(cert))} GPU(s); "
+                f"that level runs on at least {need}")
     return None
 
 

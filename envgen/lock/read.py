@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..certs.certificate import intrinsic_problem
+from ..certs.certificate import created_problem, intrinsic_problem
 from ..core.errors import InputError, MatrixError
 from ..core.files import read_regular
 from ..matrix import schema
@@ -31,23 +31,67 @@ def _line_of(text: str, needle: str) -> int | None:
 _TOKEN_RE = None
 
 
-def _key_line(text: str, key: str, depth: int) -> int | None:
-    """The line of `key` as a key of an object `depth` levels in (1: the file's own keys,
-    2: a stack's name under "stacks"), not a same-named key deeper in (a certificate's
-    "created"): strings and brackets are walked once, a string that a ':' follows at that
-    depth is a key."""
+def _keys(text: str):
+    """(depth, decoded key, line) of every object key of a JSON text, in one walk over its
+    strings and brackets: a string that a ':' follows is a key of the object it is in.
+    Escaped keys ("cr\\u0065ated") are decoded, so they are found as what they say."""
     import re
     global _TOKEN_RE
     _TOKEN_RE = _TOKEN_RE or re.compile(r'"(?:\\.|[^"\\])*"\s*:?|[{}\[\]]')
-    level, want = 0, {json.dumps(key), json.dumps(key, ensure_ascii=False)}
+    level, line, last = 0, 1, 0
     for m in _TOKEN_RE.finditer(text):
         tok = m.group()
         if tok in "{[":
             level += 1
         elif tok in "}]":
             level -= 1
-        elif level == depth and tok.endswith(":") and tok[:-1].rstrip() in want:
-            return text.count("\n", 0, m.start()) + 1
+        elif tok.endswith(":"):
+            line += text.count("\n", last, m.start())
+            last = m.start()
+            try:
+                key = json.loads(tok[:-1].rstrip())
+            except ValueError:
+                continue
+            yield level, key, line
+
+
+def _key_lines(text: str, depth: int) -> dict[str, int]:
+    """key → the line of its first occurrence as a key of an object `depth` levels in (1:
+    the file's own keys, 2: a stack's name under "stacks"), not a same-named key deeper in
+    (a certificate's "created")."""
+    out: dict[str, int] = {}
+    for level, key, line in _keys(text):
+        if level == depth:
+            out.setdefault(key, line)
+    return out
+
+
+def _key_line(text: str, key: str, depth: int) -> int | None:
+    return _key_lines(text, depth).get(key)
+
+
+def _second_line(text: str, key: str) -> int | None:
+    """The line of the second copy of `key` in one object (json.loads refused the file for
+    it): the walk keeps each open object's keys."""
+    import re
+    global _TOKEN_RE
+    _TOKEN_RE = _TOKEN_RE or re.compile(r'"(?:\\.|[^"\\])*"\s*:?|[{}\[\]]')
+    open_: list[set | None] = []
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            open_.append(set() if tok == "{" else None)
+        elif tok in "}]":
+            if open_:
+                open_.pop()
+        elif tok.endswith(":") and open_ and open_[-1] is not None:
+            try:
+                got = json.loads(tok[:-1].rstrip())
+            except ValueError:
+                continue
+            if got == key and got in open_[-1]:
+                return text.count("\n", 0, m.start()) + 1
+            open_[-1].add(got)
     return None
 
 
@@ -241,10 +285,42 @@ def entry_problems(name, entry) -> list[str]:
                      f"{req['name'][:60]}")
     cert = entry.get("certificate")
     if cert is not None and not p:   # the whole certificate, as every door of the store
-        why = intrinsic_problem(cert)
+        why = intrinsic_problem(cert) or _summary_problem(cert)
         if why:
             p.append(f"certificate: {why}")
+    if entry.get("closure") and not p:   # as a rebuild reads it (verify.lock_closure)
+        p += _closure_problems(entry)
     return list(dict.fromkeys(p))
+
+
+def _summary_problem(cert: dict) -> str | None:
+    """The summary a reviewer reads first (gpus, driver) is the certificate's own host
+    record, as lock/write.py cert_summary writes it."""
+    host = cert.get("host") if isinstance(cert.get("host"), dict) else {}
+    gpus = [g.get("name") for g in host.get("gpus") or [] if isinstance(g, dict)]
+    if "gpus" in cert and cert["gpus"] != gpus:
+        return "its gpus summary is not the GPUs its host record names"
+    if "driver" in cert and cert["driver"] != host.get("driver"):
+        return "its driver summary is not the driver its host record names"
+    return None
+
+
+def _closure_problems(entry: dict) -> list[str]:
+    """The entry's closure record and requirements read as the closure a rebuild makes of
+    them (resolve/closure.py parse_closure): a project's kernel_build, pure_sdists and
+    sdist_build included."""
+    from ..core.model import CLOSURE_PROJECT_KEYS
+    info = entry["closure"]
+    try:
+        closure.parse_closure({
+            "closure_version": closure.CLOSURE_VERSION, "key": info.get("key"),
+            "inputs": {"requirements": [r.get("name") for r in entry["requirements"]]},
+            "created": info.get("created"), "resolver": info.get("resolver", ""),
+            "packages": entry["requirements"],
+            **{k: info[k] for k in CLOSURE_PROJECT_KEYS if k in info}}, "the lock")
+    except InputError as e:
+        return [f"closure: {e.message.removeprefix('not a valid closure: ')}"]
+    return []
 
 
 def _dist_of(file: str) -> str:
@@ -320,10 +396,8 @@ def parse_lock(text: str, name: str) -> dict:
                          line=_line_of(text, e.args[0])) from None
     except _Twice as e:
         key = json.dumps(e.args[0])
-        first = text.find(key)
         raise InputError(f"not a valid lock file: the key {key[:60]} is given twice in one "
-                         f"object", file=name, line=_line_of(text[first + 1:], key) and
-                         text.count("\n", 0, text.find(key, first + 1)) + 1) from None
+                         f"object", file=name, line=_second_line(text, e.args[0])) from None
     except RecursionError:
         raise InputError("not a valid lock file: nested too deeply", file=name,
                          line=1) from None
@@ -340,11 +414,19 @@ def parse_lock(text: str, name: str) -> dict:
             where = sorted(set(e.instance) - set(LOCK["properties"]))[:1]
         raise InputError(_said(e, LOCK)[0], file=name,
                          line=(_key_line(text, where[0], 1) or 1) if where else 1)
-    problems = []
+    for key in ("created", "updated"):   # real times, not just tokens (the future aside)
+        if key in data and created_problem(data[key], now=float("inf")):
+            raise InputError(f"{key} {str(data[key])[:40]!r} is not a UTC time like "
+                             f"2026-12-01T09:40:00Z", file=name,
+                             line=_key_line(text, key, 1) or 1)
+    problems, lines = [], None
     for stack, entry in data["stacks"].items():
         shown = repr(stack)[:60]
-        line = _key_line(text, stack, 2) or _key_line(text, "stacks", 1)
-        for what in entry_problems(stack, entry):
+        found = entry_problems(stack, entry)
+        if found and lines is None:   # one walk for every stack's line, only when needed
+            lines = _key_lines(text, 2)
+        line = found and (lines.get(stack) or _key_line(text, "stacks", 1))
+        for what in found:
             problems.append(MatrixError(message=f"stack {shown}: {what}", file=name,
                                         line=line))
     if len(problems) == 1:

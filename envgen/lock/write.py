@@ -19,7 +19,7 @@ from ..core.model import CLOSURE_PROJECT_KEYS, Stack, stack_key
 from ..resolve.closure import SIMPLE_URL, fetch_json, parse_closure, platform_tags
 from ..resolve.closure import pick_file as _pick
 from ..runtime.docker import image_or_none, run_to_end
-from .read import LOCK_VERSION, parse_lock, read_lock  # noqa: F401 (the lock's API)
+from .read import LOCK_VERSION, MAX_STACKS, parse_lock, read_lock  # noqa: F401 (the lock's API)
 
 CLOSURE_IN_IMAGE = f"{PAYLOAD_DIR}/closure.json"
 # Seeded into the venv by `python -m venv` from the base's bundled wheels (Debian rebuilds
@@ -231,11 +231,14 @@ def write_lock(path: str | Path, entries: dict, matrix_sha256: str) -> dict:
     try:
         with locked(turn_for(path)):
             old = read_lock(path) if path.exists() else None
+            stacks = dict(sorted({**(old["stacks"] if old else {}), **entries}.items()))
+            if len(stacks) > MAX_STACKS:   # read_lock would refuse what this wrote
+                raise InputError(f"the lock would hold {len(stacks)} stacks, more than the "
+                                 f"{MAX_STACKS} a lock may hold; write several locks",
+                                 file=str(path))
             data = {"lock_version": LOCK_VERSION,
                     "created": old["created"] if old else now, "updated": now,
-                    "matrix_sha256": matrix_sha256,
-                    "stacks": dict(sorted({**(old["stacks"] if old else {}),
-                                           **entries}.items()))}
+                    "matrix_sha256": matrix_sha256, "stacks": stacks}
             write_atomic(path, json.dumps(data, indent=2) + "\n")
     except OSError as e:
         raise InputError(f"cannot write the lock file: {e.strerror or e}",
