@@ -1,7 +1,9 @@
 """envgen ci: the GitHub workflow and docker-bake.json, parsed back as a reader would."""
 import argparse
 import json
+import os
 import shlex
+import shutil
 import subprocess
 from importlib.metadata import PathDistribution
 
@@ -720,3 +722,40 @@ def test_envgens_own_workflow_runs_what_ci_runs_with_actions_pinned_by_commit():
 def test_envgens_own_workflow_passes_the_linters(tmp_path, tool):
     r = lint(tool, write_workflow(tmp_path, own_workflow().read_text(), "ci.yml"))
     assert r.returncode == 0, f"{tool}: {r.stdout}{r.stderr}"
+
+
+HCL_LIKE = ["python", "-c", "print(1)  # ${upper(ENVGEN_CONTEXTS)} ${timestamp()} $${x} "
+            "%{ if true }x%{ endif } print('${') $$ %"]
+
+
+def _project_stack(m):
+    from envgen.core.model import ProjectLayer
+    from envgen.resolve import project
+    st = resolve(m, parse_spec("pytorch-cu121", m))
+    return project.apply(st, ProjectLayer(name="trainer", smoke=tuple(HCL_LIKE)))
+
+
+def test_bake_escapes_what_hcl_would_fill_in(m):
+    doc = json.loads(ci.bake([_project_stack(m)]))
+    label = doc["target"]["pytorch-cu121"]["labels"]["io.envgen.stack"]
+    assert "$${upper(ENVGEN_CONTEXTS)}" in label and "%%{ if true }" in label
+    assert "$$${x}" in label and " $$ %" in label
+
+
+@pytest.mark.skipif(subprocess.run(["docker", "buildx", "version"], capture_output=True)
+                    .returncode != 0 if shutil.which("docker") else True,
+                    reason="needs the docker CLI with buildx")
+def test_a_real_bake_reads_the_labels_back_as_envgen_wrote_them(m, tmp_path):
+    """buildx's own reading of the file (`bake --print`, no build): the image's stack label
+    is the stack envgen resolved, smoke command and all, whatever the CI's environment."""
+    st = _project_stack(m)
+    f = tmp_path / "docker-bake.json"
+    f.write_text(ci.bake([st]))
+    r = subprocess.run(["docker", "buildx", "bake", "-f", str(f), "--print"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "ENVGEN_CONTEXTS": "from-ci-env"})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["target"]["pytorch-cu121"]
+    assert json.loads(got["labels"]["io.envgen.stack"]) == st.to_json()
+    assert json.loads(got["labels"]["io.envgen.stack"])["project"]["smoke"] == HCL_LIKE
+    assert got["context"] == "from-ci-env/pytorch-cu121"

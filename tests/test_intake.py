@@ -335,3 +335,16 @@ def test_a_hosts_file_is_the_target(tmp_path):
                cwd=tmp_path)
     assert r.returncode == 2 and "not both" in r.stderr, r.stderr
     assert not (tmp_path / "envgen.yaml").exists()
+
+
+@pytest.mark.parametrize("value", ['einops==0.8.1; platform_release != "\U0001F600"',
+                                   "a\u2028b\x85c\x7fd\u2029", ["\U0001F600", "é"],
+                                   {"gpus": ["H100"], "driver": "535.104.05"}])
+def test_what_init_writes_into_envgen_yaml_reads_back_the_same(value):
+    """A character outside the Basic Multilingual Plane (JSON writes it as a surrogate
+    pair, which YAML refuses) or one YAML folds (U+2028, NEL) reads back as written."""
+    import yaml
+
+    from envgen.intake.choose import _comment, q
+    assert yaml.safe_load(f"k: {q(value)}   # {_comment('d' + chr(0x2028) + 'x.txt')}\n") \
+        == {"k": value}

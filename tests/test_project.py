@@ -91,7 +91,18 @@ def test_an_executable_keeps_its_mode_and_caches_are_skipped(folder):
     (("smoke: python app/train.py --steps \"2 0\"", "smoke: [python, {a: 1}]"), 10,
      "must be a command"),
     (("smoke: python app/train.py --steps \"2 0\"", "smokes: [python]"), 10, "unknown key"),
+    # what the image's stack label and a lock refuse is refused here, before a build
+    (("smoke: python app/train.py --steps \"2 0\"", "smoke: [python, \"a\\u2028b\"]"), 10,
+     "must be a command"),
+    (("smoke: python app/train.py --steps \"2 0\"", "smoke: [python, \"a\\x7fb\"]"), 10,
+     "must be a command"),
     (("pip:\n  - Einops == 0.8.1", "pip: einops==0.8.1"), 3, "must be a list"),
+    # uv reads the rest of a line after ' #' as a comment, even inside a marker's quotes
+    (("pip:\n  - Einops == 0.8.1",
+      "pip: []\nrequirements: ['einops==0.8.1; platform_release != \"a #b\"']"), 4,
+     "holds ' #'"),
+    (("pip:\n  - Einops == 0.8.1", "pip: []\nrequirements: [\"einops\\u2028==0.8\"]"), 4,
+     "must be one requirement line"),
     # a file where another entry makes a folder: refused at load, before render writes
     (("  - train.py", "  - {src: train.py, dest: settings}"), 8, "would be a file and the folder"),
     (("  - train.py", "  - {src: train.py, dest: settings/a.yaml}"), 8, "two sources"),
@@ -327,3 +338,37 @@ def test_render_does_not_write_over_a_folder_whose_dockerfile_is_not_envgens(tmp
     (other / "install" / "stale.txt").write_text("old render\n")
     context.write_context(st, closure, other)          # envgen's own folder: rendered again
     assert not (other / "install" / "stale.txt").exists()
+
+
+def test_a_project_whose_label_would_overflow_a_dockerfile_line_is_refused_at_render(
+        tmp_path):
+    """Every copied file is in the image's stack label (about 160 bytes each): past a
+    Dockerfile line's 65,535 bytes BuildKit cannot parse the file, so render refuses it
+    naming envgen.yaml, and writes nothing."""
+    (tmp_path / "src").mkdir()
+    for i in range(450):
+        (tmp_path / "src" / f"module_{i:04d}.py").write_text(f"X = {i}\n")
+    (tmp_path / "envgen.yaml").write_text("stack: pytorch-cu121\nname: big\ncopy: [src/]\n")
+    r = cli("render", "-o", "out", cwd=tmp_path, env={"ENVGEN_HOME": str(tmp_path / "h")})
+    assert r.returncode == 2, r.stderr
+    assert "envgen.yaml: " in r.stderr and "450 copied files" in r.stderr, r.stderr
+    assert "over the 65,535 a Dockerfile line may hold" in r.stderr
+    assert not (tmp_path / "out").exists()
+    for i in range(300, 450):   # fewer files: it renders
+        (tmp_path / "src" / f"module_{i:04d}.py").unlink()
+    r = cli("render", "-o", "out", cwd=tmp_path, env={"ENVGEN_HOME": str(tmp_path / "h")})
+    assert r.returncode == 0, r.stderr
+    assert max(len(x) for x in (tmp_path / "out" / "Dockerfile").read_bytes().split(b"\n")) \
+        <= 65535
+
+
+def test_a_folders_hidden_files_are_not_copied_and_one_named_alone_is_refused(folder):
+    (folder / "conf" / ".gitignore").write_text("*.ckpt\n")
+    (folder / "conf" / ".env").write_text("WANDB_API_KEY=secret\n")
+    (folder / "conf" / ".cache").mkdir()
+    (folder / "conf" / ".cache" / "x").write_text("x\n")
+    files = project.load(folder / "envgen.yaml").layer.files
+    assert sorted(f[1] for f in files if f[1].startswith("settings/")) == ["settings/a.yaml"]
+    (folder / "envgen.yaml").write_text(GOOD.replace("  - train.py", "  - conf/.env"))
+    with pytest.raises(MatrixError, match="relative path inside the project"):
+        project.load(folder / "envgen.yaml")

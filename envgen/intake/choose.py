@@ -117,19 +117,33 @@ def _common(matrix, stacks, hosts):
                      f"envgen.yaml per GPU kind (init --from ... --gpu G)")
 
 
-def q(value: str) -> str:
-    return json.dumps(value)
+_NOT_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+def q(value) -> str:
+    """`value` as a YAML double-quoted scalar that reads back the same: JSON's quoting, but
+    a character outside the Basic Multilingual Plane written as itself (JSON's surrogate
+    pair escapes are no YAML), and what YAML would fold or refuse raw (NEL, U+2028, C1
+    controls) escaped."""
+    return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                         json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def _comment(text: str) -> str:
+    """`text` for a YAML comment: what would end its line (or YAML refuses) shown as '?'."""
+    return "".join(c if c.isprintable() and not _NOT_YAML.match(c) else "?" for c in text)
 
 
 def text(intake: Intake, stack, spec: str, name: str, why: list[str], target: dict,
          smoke: list[str], archs: list[str] | None = None) -> str:
     def entries(ws):
-        return "".join(f"  - {q(w.text)}   # {w.where}\n" for w in ws) or "  []\n"
+        return "".join(f"  - {q(w.text)}   # {_comment(w.where)}\n" for w in ws) or "  []\n"
     reqs = [w for w in intake.requirements if not w.constraint]
     cons = [w for w in intake.requirements if w.constraint]
     extra = [u for u in intake.indexes if u and not _TORCH_INDEX.match(u)]
     lines = [
-        f"# envgen.yaml written by `envgen init --from {intake.path}` ({intake.kind}).",
+        f"# envgen.yaml written by `envgen init --from {_comment(intake.path)}` "
+        f"({intake.kind}).",
         "# The team's requirements stay as written; envgen resolves them in one uv run with",
         "# the stack's framework and CUDA pins as constraints, the rest free, and hash-pins",
         "# every file. Edit the file it came from and run init --from again, or edit here.",
@@ -137,12 +151,12 @@ def text(intake: Intake, stack, spec: str, name: str, why: list[str], target: di
         f"{stack.version} ({stack.variant}), Python {stack.python}",
         f"name: {name}",
         f"from: {q(intake.path)}",
-        "target: " + json.dumps(target, sort_keys=True),
+        "target: " + q(target),
         "why:",
         *(f"  - {q(r)}" for r in [*why, *stack.reasons, *intake.notes]),
         "requirements:" + ("\n" + entries(reqs).rstrip("\n") if reqs else " []"),
         "constraints:" + ("\n" + entries(cons).rstrip("\n") if cons else " []"),
-        "indexes: " + json.dumps(extra),
+        "indexes: " + q(extra),
         "pip: []",
         "apt: []",
         "copy: []",
@@ -150,6 +164,6 @@ def text(intake: Intake, stack, spec: str, name: str, why: list[str], target: di
            "target GPUs'.", "cuda_archs: " + json.dumps(archs)] if archs else []),
         "# An import of every top-level module the team's distributions install; replace it",
         "# with a step of the team's own training script.",
-        ("smoke: " + json.dumps(smoke)) if smoke else "# smoke: [python, app/train.py]",
+        ("smoke: " + q(smoke)) if smoke else "# smoke: [python, app/train.py]",
     ]
     return "\n".join(lines) + "\n"

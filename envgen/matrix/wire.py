@@ -53,7 +53,8 @@ def _names(message: str = "", null: bool = False, least: int = 0) -> dict:
 CUDA_ARCH = r"^[1-9][0-9]?\.[0-9][af]?$"   # a compute capability: 9.0, 12.0, 9.0a
 # no control character, NEL, U+2028 or U+2029: nothing starts a new line (pip reads
 # requirements with str.splitlines(), which ends lines at all of them)
-ONE_LINE = r"^[^\x00-\x1f\x7f\x85\u2028\u2029]*$"
+ONE_LINE_CHARS = re.compile(r"[^\x00-\x1f\x7f\x85\u2028\u2029]*")   # fullmatch it
+ONE_LINE = f"^{ONE_LINE_CHARS.pattern}$"
 _PROJECT = {   # a project file's layer (envgen.yaml) as the Stack carries it
     "type": ["object", "null"],
     "message": "stack.project must be an object of name, pip, apt, files, smoke and "

@@ -448,6 +448,14 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
     return dump_workflow(workflow)
 
 
+def _literal(text: str) -> str:
+    """`text` as bake reads it back unchanged: bake takes every string of its file as an
+    HCL template, so a project's smoke command holding `${...}` or `%{...}` in a label
+    would be filled in from the CI's environment (or break the file). HCL's own escapes:
+    `$${` and `%%{`."""
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
 def bake(stacks: list[Stack], base_refs: dict[str, str] | None = None) -> str:
     """docker-bake.json: one target per stack, built from `envgen render STACK -o
     ${ENVGEN_CONTEXTS}/STACK`; group "default" holds them all."""
@@ -457,8 +465,8 @@ def bake(stacks: list[Stack], base_refs: dict[str, str] | None = None) -> str:
         targets[st.stack] = {
             "context": f"${{ENVGEN_CONTEXTS}}/{st.stack}",
             "dockerfile": "Dockerfile",
-            "tags": [default_tag(st)],
-            "labels": dict(image_labels(st, ref)),
+            "tags": [_literal(default_tag(st))],
+            "labels": {_literal(k): _literal(v) for k, v in image_labels(st, ref)},
             "secret": [f"id=ca,src={CA_BUNDLE}"],
         }
     doc = {"variable": {"ENVGEN_CONTEXTS": {"default": CONTEXT_ROOT}},

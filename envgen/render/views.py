@@ -627,4 +627,25 @@ def render_texts(stack: Stack, closure: Closure, base_ref: str | None = None,
     }
     texts.update((k, v) for k, v in rendered.items() if k not in texts)
     texts.update(texts_extra)
+    _check_line_lengths(stack, texts["Dockerfile"])
     return texts
+
+
+MAX_DOCKERFILE_LINE = 65535   # BuildKit's and the classic builder's parser refuse a longer one
+
+
+def _check_line_lengths(stack: Stack, text: str) -> None:
+    """A Dockerfile no builder can read is refused here, naming what made it long: the
+    stack label carries a project's copied files (about 160 bytes each) and its smoke
+    command."""
+    n = max((len(line.encode()) for line in text.splitlines()), default=0)
+    if n <= MAX_DOCKERFILE_LINE:
+        return
+    from ..core.errors import InputError
+    p = stack.project
+    why = (f"; its stack label carries each of the project's {len(p.files)} copied files and "
+           f"its smoke command: copy fewer files (a folder packed into one archive)"
+           if p is not None else "")
+    raise InputError(f"the Dockerfile of {stack.stack} would have a line of {n:,} bytes, over "
+                     f"the {MAX_DOCKERFILE_LINE:,} a Dockerfile line may hold{why}",
+                     file=(p.source or None) if p is not None else None)

@@ -18,6 +18,7 @@ from ..core.errors import InputError, MatrixError, shown
 from ..core.model import APP_DIR, ProjectLayer, Stack, canonical_name
 from ..core.record import dataclass
 from ..matrix.wire import CUDA_ARCH
+from ..matrix.wire import ONE_LINE_CHARS as ONE_LINE
 from ..matrix.wire import PROJECT_APT as APT
 from ..matrix.wire import PROJECT_MAX_ARGS as MAX_ARGS
 from ..matrix.wire import PROJECT_MAX_FILES as MAX_FILES
@@ -154,8 +155,8 @@ def load(path: Path) -> Project:
             except ValueError as e:
                 bad(f"'smoke' cannot be split into arguments ({e})", at)
         if not isinstance(smoke, list) or not smoke or len(smoke) > MAX_ARGS or not all(
-                isinstance(a, str) and a and len(a) <= 1000 and not any(ord(c) < 32 for c in a)
-                for a in smoke):
+                isinstance(a, str) and a and len(a) <= 1000 and ONE_LINE.fullmatch(a)
+                for a in smoke):   # the lock's and the label's own rule (wire.ONE_LINE)
             bad(f"'smoke' must be a command: a list of 1-{MAX_ARGS} one-line arguments (run "
                 f"without a shell), e.g. smoke: [python, app/check.py]", at)
         argv = tuple(smoke)
@@ -198,7 +199,7 @@ def _requirements(doc, key: str, items, bad, line) -> list[str]:
     out = []
     for i, item in enumerate(values):
         at = lines[i] if i < len(lines) else line(key)
-        if not isinstance(item, str) or len(item) > 4000 or any(ord(c) < 32 for c in item):
+        if not isinstance(item, str) or len(item) > 4000 or not ONE_LINE.fullmatch(item):
             bad(f"{key} entry {shown(item)} must be one requirement line", at)
         try:
             req = Requirement(item)
@@ -213,6 +214,9 @@ def _requirements(doc, key: str, items, bad, line) -> list[str]:
                 f"with their sha256, git references pinned to a commit "
                 f"(git+https://...@<40 hex digits>) and files by https or file URL with their "
                 f"sha256 (URL#sha256=<64 hex digits>), as `init --from` writes them", at)
+        if re.search(r"\s#", str(req)):   # in a quoted marker value, say
+            bad(f"{key} entry {shown(item)} holds ' #', where uv and pip read the rest of "
+                f"the line as a comment", at)
         out.append(str(req))
     return out
 
@@ -289,10 +293,14 @@ def _files(root: Path, copies: list, lines: list, bad, default_line) -> tuple:
             bad(f"copy src {shown(src)} is a symbolic link; copy what it points to instead", at)
         if stat.S_ISDIR(st.st_mode):
             found = []
+            # a folder's hidden files and folders (.gitignore, .env, .venv) are not copied:
+            # tooling's, or secrets that must not enter a layer; one named alone is refused
             for dirpath, dirnames, filenames in os.walk(source):
-                dirnames[:] = sorted(d for d in dirnames if d not in SKIP)
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP
+                                     and not d.startswith("."))
                 for f in sorted(filenames):
-                    found.append(Path(dirpath) / f)
+                    if not f.startswith("."):
+                        found.append(Path(dirpath) / f)
             pairs = [(p, f"{dest.rstrip('/')}/{p.relative_to(source).as_posix()}")
                      for p in found]
         else:   # a dest ending in / is a folder the file goes into, as in a Dockerfile's COPY
