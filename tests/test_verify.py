@@ -117,6 +117,11 @@ def test_verify_rebuild_compares_the_rebuilt_packages_and_removes_its_tag(stack)
     assert built == [("pytorch-cu121", "envgen-verify/pytorch-cu121:rebuild")]
     assert kinds(r) == ["rebuild-package-changed"]
     assert c.images.removed == ["envgen-verify/pytorch-cu121:rebuild"]
+    # an entry named in capitals still gets a tag a daemon takes (a repository is lowercase)
+    c.images.removed.clear()
+    vf.verify_stack(c, "PyTorch-cu121", entry(stack), probe=probe, cert_for=lambda i: PASSED,
+                    rebuild=rebuild)
+    assert c.images.removed == ["envgen-verify/pytorch-cu121:rebuild"]
 
 
 # ---- the real daemon -----------------------------------------------------------------------

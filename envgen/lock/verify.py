@@ -177,7 +177,7 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
             drift.append(_item("probe-failed", e.message))
     result: dict = {}
     if rebuild is not None:
-        tmp_tag = f"envgen-verify/{name}:rebuild"
+        tmp_tag = f"envgen-verify/{name.lower()}:rebuild"   # a repository is lowercase
         try:
             rebuilt, layers = rebuild(Stack.from_json(entry["stack"]), tmp_tag,
                                       lock_closure(entry))
