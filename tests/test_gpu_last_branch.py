@@ -57,9 +57,21 @@ def test_a_driver_past_r580_cannot_run_anything_on_a_volta_or_pascal_gpu(m, spec
     g = m.gpu(gpu)
     assert (f"driver {driver} is past R580, the last driver branch that supports the "
             f"{g.name} ({g.arch.capitalize()})") in e.value.message
-    # nearest: the same framework on R580's newest release, and the CPU build
-    assert any(h.endswith(" --driver 580.178.04") for h in e.value.hints), e.value.hints
+    # nearest: the same framework on R580's newest release (not for JAX: its CUDA 12
+    # builds pin cuDNN 9.28, which supports no GPU before Turing), and the CPU build
+    assert any(h.endswith(" --driver 580.178.04") for h in e.value.hints) == (spec != "jax"), \
+        e.value.hints
     assert any("variant=cpu" in h for h in e.value.hints)
+
+
+def test_jax_on_a_gpu_before_turing_is_refused_for_its_cudnn_even_on_r580(m):
+    """JAX's CUDA 12 rows pin cuDNN 9.28.0.42, which NVIDIA supports from compute
+    capability 7.5 (libraries.yaml min_cc): a V100 or P100 has no GPU build to take."""
+    for gpu in ("V100", "P100"):
+        with pytest.raises(Unsatisfiable) as e:
+            _resolve(m, "jax", "580.178.04", gpu)
+        assert "no kernels for compute capability" in e.value.message
+    assert "7.5" in _resolve(m, "jax", "580.178.04", "T4").compute_capabilities
 
 
 def test_the_suggested_r580_driver_resolves_on_the_v100(m):

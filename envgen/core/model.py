@@ -176,6 +176,7 @@ class Library(Located):
     name: str = ""
     version: str = ""
     cuda: str = ""
+    min_cc: str | None = None   # the oldest compute capability it supports, where stated
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import hashlib
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion
+from packaging.version import InvalidVersion, Version
 
 from ..core.errors import MatrixError
 from ..core.model import (
@@ -154,7 +154,8 @@ def _build(entries, sha, problems) -> Matrix:
                                                **_last_branch(raw)))
     for raw, f, ln in entries["libraries"]:
         m.libraries.append(Library(**loc(raw, f, ln), name=raw["name"],
-                                   version=raw["version"], cuda=raw["cuda"]))
+                                   version=raw["version"], cuda=raw["cuda"],
+                                   min_cc=raw.get("min_cc")))
     for raw, f, ln in entries["frameworks"]:
         m.frameworks.append(Framework(**loc(raw, f, ln), name=raw["name"],
                                       package=raw["package"],
@@ -384,6 +385,13 @@ def _cross_check(m: Matrix, problems: list) -> None:
                     if ".".join(v.cuda.split(".")[:2]) not in spec:
                         _problem(problems, r, f"{where}: {lib_name} {ver} does not support "
                                               f"CUDA {v.cuda}")
+                    floor = m.library(lib_name, ver).min_cc
+                    older = [cc for cc in v.compute_capabilities
+                             if floor and Version(cc) < Version(floor)]
+                    if older:
+                        _problem(problems, r, f"{where}: {lib_name} {ver} supports compute "
+                                              f"capability {floor} and newer, not "
+                                              f"{', '.join(older)}")
     for b in m.bases:
         for pkg, ver in b.provides:
             rel = next((r for r in m.releases if m.framework(r.framework).package == pkg

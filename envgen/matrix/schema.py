@@ -127,7 +127,10 @@ SECTIONS = {
          "platform": PLATFORM, "platform_source": SOURCE})))),
     "gpu_architectures": _list(_last_branch(_entry({"arch": NAME, "min_driver": DRIVER},
                                                    LAST_BRANCH))),
-    "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER})),
+    # a cuDNN release's oldest supported compute capability, where NVIDIA dropped older
+    # GPUs (its support matrix); a framework row pinning it claims none below
+    "libraries": _list(_entry({"name": NAME, "version": VERSION, "cuda": SPECIFIER},
+                              {"min_cc": CC, "min_cc_source": SOURCE})),
     "frameworks": _list(_entry(
         {"name": NAME, "package": NAME},
         {"companions": _list(NAME), "smoke": NAME,

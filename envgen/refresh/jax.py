@@ -104,6 +104,15 @@ def _libraries(run: Run) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def _cudnn_floor(run: Run, version: str | None) -> str | None:
+    """The oldest compute capability cuDNN `version` supports, as libraries.yaml states it
+    (min_cc), or None."""
+    doc = yaml.safe_load((run.folder / "libraries.yaml").read_text(encoding="utf-8")) or {}
+    return next((str(row["min_cc"]) for row in doc.get("libraries") or []
+                 if row.get("name") == "cudnn" and str(row.get("version")) == version
+                 and row.get("min_cc")), None)
+
+
 def _pick(run: Run, req: Requirement, known: dict[str, list[str]] | None = None) -> str:
     """The newest wheel inside `req` (for the CUDA runtime: whose cudart the matrix knows)."""
     pin = exact_pin(req)
@@ -160,9 +169,15 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
     if len(releases_of) > 1:
         whys.insert(0, f"cudart {runtime} ships with CUDA {', '.join(releases_of)}; the "
                        f"newest is taken")
-    return {"name": f"cuda{line}", "cuda": cuda, "cudnn": find("nvidia-cudnn"),
+    ccs = [str(c) for c in row.get("compute_capabilities") or []]
+    cudnn = find("nvidia-cudnn")
+    floor = _cudnn_floor(run, cudnn)
+    if floor and any(Version(c) < Version(floor) for c in ccs):   # its convolutions fail there
+        ccs = [c for c in ccs if Version(c) >= Version(floor)]
+        whys.append(f"none below {floor}, which cuDNN {cudnn} does not support")
+    return {"name": f"cuda{line}", "cuda": cuda, "cudnn": cudnn,
             "nccl": find("nvidia-nccl"),
-            "compute_capabilities": [str(c) for c in row.get("compute_capabilities") or []],
+            "compute_capabilities": ccs,
             "ptx": None, "sources": ["pypi"], "packages": dict(sorted(packages.items())),
             "confidence": "inferred", "why": "; ".join(whys)[:400]}
 
