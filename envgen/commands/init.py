@@ -434,10 +434,15 @@ def _pin_git(intake):
                 commit = commit_of(repo, ref)
             except EnvgenError as e:
                 raise InputError(f"{w.text}: {e.message}", file=w.file, line=w.line) from None
-            marker = f"; {req.marker}" if req.marker else ""
-            w = record.replace(w, text=f"{req.name} @ git+{repo}@{commit}{marker}")
+            marker = f" ; {req.marker}" if req.marker else ""
+            w = record.replace(w, text=f"{_named(req)} @ git+{repo}@{commit}{marker}")
         out.append(w)
     return record.replace(intake, requirements=tuple(out))
+
+
+def _named(req) -> str:
+    """NAME[extra,...] of a requirement: what a pinned URL or commit keeps of the line."""
+    return req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "")
 
 
 def _pin_files(intake):
@@ -460,7 +465,7 @@ def _pin_files(intake):
             if w.hashes and digest not in w.hashes:
                 raise InputError(f"{w.text}: the file's sha256 is {digest}, not one of the "
                                  f"--hash values the line gives", file=w.file, line=w.line)
-            marker = f"; {req.marker}" if req.marker else ""
-            w = record.replace(w, text=f"{req.name} @ {bare}#sha256={digest}{marker}")
+            marker = f" ; {req.marker}" if req.marker else ""
+            w = record.replace(w, text=f"{_named(req)} @ {bare}#sha256={digest}{marker}")
         out.append(w)
     return record.replace(intake, requirements=tuple(out))

@@ -59,14 +59,18 @@ def read_environment(path: Path) -> Intake:
             continue
         if not isinstance(item, str):
             raise bad(f"{shown(item)} is not a conda package spec", file, n)
-        m = _SPEC.match(item.strip().replace(" ", ""))
+        spec = item.strip()
+        parts = spec.split()
+        if len(parts) in (2, 3) and parts[1][:1].isdigit():   # conda's "NAME VERSION [BUILD]"
+            spec = f"{parts[0]}={parts[1]}"
+        m = _SPEC.match(spec.replace(" ", ""))
         if not m:
             raise bad(f"{shown(item)} is not a conda package spec (NAME, NAME=VERSION, "
                       f"NAME>=VERSION)", file, n)
         name, op, version = m.group(1).lower(), m.group(2), m.group(3)
-        if op == "=":   # conda's NAME=1.2 is 1.2.*
-            op, version = "==", (version if version.endswith("*") else version + ".*") \
-                if version.count(".") < 2 else version.rstrip("*").rstrip(".")
+        if op == "=":   # conda's NAME=1.2 is 1.2.*; NAME=1.26.* and NAME=1.2.3 as written
+            op, version = "==", version if version.endswith("*") or version.count(".") >= 2 \
+                else version + ".*"
         clause = f"{op}{version}" if op and version else ""
         if name == "python":
             if version:

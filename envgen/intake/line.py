@@ -80,21 +80,26 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
         url, _, marker = text.partition(";")
         url = url.strip()
         frag = urllib.parse.urlsplit(url).fragment
+        if "subdirectory=" in frag:   # the root would be built in its place
+            raise bad(f"{shown(url, 60)}: a #subdirectory= is not supported (envgen builds "
+                      f"the repository's root)", file, line)
         egg = _EGG.search(frag)
         if not egg:
             raise bad(f"{shown(text)}: a git reference names its distribution: write NAME @ "
                       f"{shown(url.split('#')[0], 40)}", file, line)
-        text = f"{egg.group(1)} @ {url.split('#')[0]}" + (f"; {marker.strip()}" if marker
+        text = f"{egg.group(1)} @ {url.split('#')[0]}" + (f" ; {marker.strip()}" if marker
                                                            else "")
     elif re.match(r"^[a-z][a-z0-9+.-]*://", text):
         url, _, marker = text.partition(";")
         check_url(url.strip(), "the URL", file, line)
         text = f"{_from_filename(url.strip(), file, line)} @ {url.strip()}" + (
-            f"; {marker.strip()}" if marker else "")
+            f" ; {marker.strip()}" if marker else "")
     elif "@" not in text.split(";")[0] and (
             text.split(";")[0].strip().endswith((".whl", ".tar.gz", ".zip"))
             or text.startswith((".", "/"))):
-        path = Path(text) if base is None else (base / text)
+        where, _, marker = text.partition(";")
+        where = where.strip()
+        path = Path(where) if base is None else (base / where)
         try:
             found = path.is_file()
         except OSError as e:   # a name too long, a loop of links
@@ -103,7 +108,8 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
             raise bad(f"{shown(text)}: no such file (a local wheel or sdist path is read from "
                       f"the requirements file's folder)", file, line)
         name = _from_filename(path.name, file, line)
-        text = f"{name} @ {path.resolve().as_uri()}"
+        text = f"{name} @ {path.resolve().as_uri()}" + (f" ; {marker.strip()}" if marker
+                                                        else "")
     try:
         req = Requirement(text)
     except InvalidRequirement as e:

@@ -103,8 +103,12 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
         w = parse(req, file, n)
         src = sources.get(w.name)
         if src is not None and " @ " not in w.text:
-            w = parse(f"{w.text.split(';')[0]} @ {src}" + (
-                f"; {w.text.split(';', 1)[1].strip()}" if ";" in w.text else ""), file, n)
+            from packaging.requirements import Requirement
+            r = Requirement(w.text)   # parse() read it: its name, extras and marker stay;
+            # a version range gives way to the source, as uv reads it
+            extra = f"[{','.join(sorted(r.extras))}]" if r.extras else ""
+            w = parse(f"{r.name}{extra} @ {src}" + (f" ; {r.marker}" if r.marker else ""),
+                      file, n)
             notes.append(f"{w.where}: {w.name} from [tool.uv.sources]: {src}")
         reqs.append(w)
     return Intake(path=file, kind="pyproject.toml", requirements=tuple(reqs),
@@ -147,6 +151,10 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
                       f"give one", file, n)
         if not isinstance(src, dict):
             raise bad(f"[tool.uv.sources] {name} must be a table", file, n)
+        if "subdirectory" in src:   # envgen builds a repository's or archive's root
+            raise bad(f"[tool.uv.sources] {name}: a subdirectory source is not supported "
+                      f"(envgen builds the repository's root); publish that package, or "
+                      f"point at its own folder with path =", file, n)
         if "git" in src:
             ref = src.get("rev") or src.get("tag") or src.get("branch")
             if not isinstance(ref, str):
@@ -158,7 +166,12 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
         elif "url" in src:
             sources[canonicalize_name(name)] = check_url(str(src["url"]), "the URL", file, n)
         elif "path" in src:
-            p = (Path(file).parent / str(src["path"])).resolve()
+            try:
+                p = (Path(file).parent / str(src["path"])).resolve()
+            except (OSError, RuntimeError, ValueError) as e:   # a NUL, a loop of links
+                raise bad(f"[tool.uv.sources] {name}: the path {shown(str(src['path']))} "
+                          f"cannot be read ({getattr(e, 'strerror', None) or e})", file,
+                          n) from None
             sources[canonicalize_name(name)] = p.as_uri()
         elif "index" in src:
             notes.append(f"{file}:{n}: {name} from index {src['index']!r}")
@@ -189,11 +202,15 @@ def read_uv_lock(path: Path) -> Intake:
         raise bad("is not a uv.lock: it has no version and [[package]] tables", file)
     reqs, roots, notes = [], [], []
     indexes: list[str] = []
+    from collections import Counter
+    versions = Counter(p.get("name") for p in pkgs if isinstance(p, dict))
     for p in pkgs:
         if not isinstance(p, dict) or not isinstance(p.get("name"), str):
             raise bad("a [[package]] has no name", file)
         name = p["name"]
-        n = line_of(text, f'name = "{name}"')
+        n = line_of(text, f'name = "{name}"\nversion = "{p.get("version")}"')
+        if n == 1:
+            n = line_of(text, f'name = "{name}"')
         src = _of(p.get("source") or {}, dict, f"package {shown(name)}: source", file, n)
         if "editable" in src or "virtual" in src:
             roots.append(p)
@@ -207,15 +224,29 @@ def read_uv_lock(path: Path) -> Intake:
                                                   f"package {shown(name)}: wheels", file, n)]
                        if isinstance(f, dict) and isinstance(h := f.get("hash"), str)
                        and h.startswith("sha256:"))
+        # one version of several for the Pythons and platforms its resolution-markers say
+        # (numpy 2.0.2 below Python 3.10, 2.2.6 from it): that condition goes with its pin
+        marks = p.get("resolution-markers")
+        tail = ""
+        if versions[name] > 1:
+            if not isinstance(marks, list) or not marks or not all(
+                    isinstance(m, str) for m in marks):
+                raise bad(f"package {name} is locked at several versions, and {version} "
+                          f"names no resolution-markers saying where it applies", file, n)
+            tail = " ; " + " or ".join(f"({m})" for m in marks)
         if "registry" in src:
             reg = str(src["registry"]).rstrip("/")
             if reg != "https://pypi.org/simple" and reg not in indexes:
                 indexes.append(check_url(reg, "the registry", file, n))
-            reqs.append(parse(f"{name}=={version}", file, n, hashes=hashes, constraint=True))
+            reqs.append(parse(f"{name}=={version}{tail}", file, n, hashes=hashes,
+                              constraint=True))
         elif "git" in src:
             url = str(src["git"])
             commit = url.split("#", 1)[1] if "#" in url else None
             base = url.split("?")[0].split("#")[0]
+            if "subdirectory=" in url.split("#")[0]:   # the root would be built instead
+                raise bad(f"package {name}: its git source is a subdirectory of the "
+                          f"repository, which envgen does not build", file, n)
             if not commit:
                 raise bad(f"package {name}: its git source records no commit", file, n)
             reqs.append(parse(f"{name} @ git+{base.removeprefix('git+')}@{commit}", file, n,
@@ -262,16 +293,25 @@ def read_pylock(path: Path) -> Intake:
         name = p["name"]
         n = line_of(text, f'name = "{name}"')
         marker = p.get("marker")
-        tail = f"; {marker}" if isinstance(marker, str) and marker else ""
+        tail = f" ; {marker}" if isinstance(marker, str) and marker else ""
         files = [p.get("sdist") or {}, *_of(p.get("wheels") or [], list,
                                             f"package {shown(name)}: wheels", file, n)]
         hashes = tuple(h for f in files if isinstance(f, dict)
                        and isinstance(h := _of(f.get("hashes") or {}, dict,
                                                f"package {shown(name)}: hashes", file, n
                                                ).get("sha256"), str))
+        for kind in ("archive", "directory"):   # not the index's file of that name
+            if kind in p:
+                raise bad(f"package {name}: a [packages.{kind}] source is not one envgen "
+                          f"reads (its index's {name} would be installed in its place); "
+                          f"give it as `{name} @ URL#sha256=...` in a requirements file",
+                          file, n)
         if isinstance(p.get("vcs"), dict):
             v = p["vcs"]
             commit = v.get("commit-id")
+            if v.get("subdirectory"):
+                raise bad(f"package {name}: its vcs entry names a subdirectory, which "
+                          f"envgen does not build", file, n)
             if not isinstance(commit, str) or not isinstance(v.get("url"), str):
                 raise bad(f"package {name}: its vcs entry needs url and commit-id", file, n)
             reqs.append(parse(f"{name} @ git+{v['url']}@{commit}{tail}", file, n))

@@ -14,7 +14,7 @@ from .model import Intake, Wanted, bad, check_url
 from .text import read
 
 NOTED = {"--pre", "--prefer-binary", "--only-binary", "--no-binary", "--trusted-host",
-         "--use-feature", "--no-index"}
+         "--use-feature", "--no-index", "--require-hashes"}
 _HASH = re.compile(r"sha256:([0-9a-f]{64})")
 MAX_INCLUDES = 100
 
@@ -30,13 +30,19 @@ class _State:
         self.files = 0
 
 
+# a logical line with its continuations: a hash-pinned requirement of a package with many
+# wheels carries dozens of --hash options (numpy's: over 4,000 characters)
+MAX_LOGICAL = 100_000
+
+
 def lines(text: str):
     """(line number, logical line) with continuations joined and comments dropped."""
     buf, start = "", 0
     for n, raw in enumerate(text.splitlines(), 1):
         if not buf:
             start = n
-        if raw.endswith("\\"):
+        # a comment line never continues (pip's join_lines): "# ... \\" ends there
+        if raw.endswith("\\") and not re.match(r"\s*#", raw):
             buf += raw[:-1] + " "
             continue
         buf += raw
@@ -84,6 +90,13 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
         raise bad(f"more than {MAX_INCLUDES} included files", file)
     text = read(path, "requirements file")
     for n, line in lines(text):
+        if len(line) > MAX_LOGICAL:   # before shlex, which slows down on one long word
+            raise bad(f"a line of {len(line):,} characters (at most {MAX_LOGICAL:,}, "
+                      f"options and --hash values included)", file, n)
+        login = re.search(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@'\"]*@\S*", line)
+        if login is not None:   # refused before anything on the line is echoed
+            from ..core.logins import refusal
+            raise bad(refusal("the URL", login.group()), file, n)
         try:
             words = shlex.split(line, posix=True)
         except ValueError as e:
@@ -104,9 +117,9 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
                 inc = path.parent / value
                 try:
                     target, found = inc.resolve(), inc.is_file()
-                except OSError as e:   # a name too long, a loop of links
-                    raise bad(f"{name} {shown(value)}: cannot be read ({e.strerror})", file,
-                              n) from None
+                except (OSError, RuntimeError) as e:   # a name too long, a loop of links
+                    raise bad(f"{name} {shown(value)}: cannot be read "
+                              f"({getattr(e, 'strerror', None) or e})", file, n) from None
                 if not found:
                     raise bad(f"{name} {shown(value)}: no such file beside {path.name}", file, n)
                 roots = (Path.cwd().resolve(), (chain[0] if chain else real).parent)

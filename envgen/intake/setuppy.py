@@ -20,6 +20,37 @@ def _literal(node, names: dict):
     return ast.literal_eval(node)
 
 
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "pop", "remove", "clear",
+                       "setdefault", "__setitem__", "__iadd__", "sort", "reverse"})
+
+
+def _changed(tree: ast.AST, key: str) -> bool:
+    """Whether `key` is changed anywhere but its one module-level binding: a method that
+    changes it in place, an augmented assignment, an item assigned, or a binding inside a
+    block (`if sys.platform != "win32": install_requires.append(...)`)."""
+    top = {id(n) for n in getattr(tree, "body", ())}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == key and \
+                node.func.attr in _MUTATORS:
+            return True
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, (ast.Name, ast.Subscript)):
+            t = node.target.value if isinstance(node.target, ast.Subscript) else node.target
+            if isinstance(t, ast.Name) and t.id == key:
+                return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and id(node) not in top:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id == key:
+                        return True
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id == key for t in node.targets):
+            return True
+    return False
+
+
 def read_setup_py(path: Path, extras=()) -> Intake:
     file = str(path)
     text = read(path, "setup.py")
@@ -37,6 +68,9 @@ def read_setup_py(path: Path, extras=()) -> Intake:
                 isinstance(node.targets[0], ast.Name):
             key = node.targets[0].id
             names[key] = node.value if key not in names else ast.Constant(None)
+    for key in list(names):   # changed anywhere after (append, +=, a rebinding in an if):
+        if _changed(tree, key):   # computed, not the literal it was bound to
+            names[key] = ast.Name(id=key, ctx=ast.Load())
     call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
         getattr(n.func, "id", None) == "setup" or getattr(n.func, "attr", None) == "setup")),
         None)
