@@ -194,3 +194,48 @@ def test_gpu_list_out_of_range_is_exit_3():
         gpu_access.parse_gpus("zero", 2)
     assert gpu_access.parse_gpus("none", 2) is None
     assert gpu_access.parse_gpus("all", 2) == [0, 1]
+
+
+def test_the_report_is_the_last_line_with_checks_and_holds_no_nan():
+    """A line an atexit hook prints after the report is not taken for it; NaN and
+    Infinity become null (the store reads strict JSON, and a report holding them was
+    stored unreadable); a line nested too deep is passed over, not a crash."""
+    import json
+
+    from envgen.certify.run import _report
+    good = {"passed": True, "checks": [{"name": "train", "passed": True}]}
+    out = "\n".join(["log line", json.dumps(good), '{"event": "shutdown"}',
+                     "{" + '"a":{' * 5000 + "}" * 5001])
+    assert _report(out) == good
+    got = _report('{"passed": true, "checks": [], "metrics": {"loss": NaN, "big": 1e999, '
+                  '"ok": 1.5, "neg": -Infinity}}')
+    assert got["metrics"] == {"loss": None, "big": None, "ok": 1.5, "neg": None}
+    json.dumps(got, allow_nan=False)
+    assert _report('{"event": "shutdown"}') is None and _report("") is None
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink", "junk"])
+def test_the_payload_is_hashed_only_as_a_regular_file(kind):
+    """A link where the payload goes (its target is not in the archive docker returns) is
+    no payload, said as such; it was an internal error (exit 4)."""
+    import hashlib
+    import io
+    import tarfile
+    import types
+
+    from envgen.runtime.engine import _payload_sha256
+    buf = io.BytesIO()
+    if kind == "junk":
+        buf.write(b"not a tar")
+    else:
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("torch_smoke.py")
+            if kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, "real.py"
+                tar.addfile(info)
+            else:
+                info.size = 5
+                tar.addfile(info, io.BytesIO(b"print"))
+    ct = types.SimpleNamespace(get_archive=lambda path: ([buf.getvalue()], {}))
+    got = _payload_sha256(ct, "/opt/envgen/torch_smoke.py")
+    assert got == (hashlib.sha256(b"print").hexdigest() if kind == "file" else None)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from services import envgen
 
-from envgen.core.errors import MatrixError
+from envgen.core.errors import InputError, MatrixError
 from envgen.fleet import kubernetes, slurm
 from envgen.fleet.spec import gfd_product, load
 from envgen.fleet.task import LINE_PREFIX, argv, certificate_line
@@ -260,6 +260,14 @@ def passing_result(run: Path, index: int, **changes) -> dict:
     task = next(t for t in json.loads((run / "tasks.json").read_text())["tasks"]
                 if t["index"] == index)
     cert["stack"]["stack"] = task["stack"]
+    # run as the task runs it: at its level, on its target's GPU (a run elsewhere is not
+    # the task's, test_collect_refuses_a_run_at_another_level_or_on_another_gpu)
+    cert["level"] = cert["report"]["level"] = task["level"]
+    if task["level"] == "cpu":
+        cert["host"]["gpus"] = []
+    elif task.get("gpu"):
+        cert["host"]["gpus"] = [{"index": 0, "name": {"H100": "NVIDIA H100 80GB HBM3"}.get(
+            task["gpu"], task["gpu"])}]
     return cert | changes
 
 
@@ -369,3 +377,118 @@ def test_manifests_have_no_yaml_anchors_and_an_unpushed_image_is_named(tmp_path)
     pushed = kubernetes.write(f, tmp_path / "k8s2", images={
         k: (i, [f"registry.example/x@sha256:{'d' * 64}"], t) for k, (i, _, t) in images.items()})
     assert pushed["unpushed"] == []
+
+
+@pytest.mark.parametrize("index, change, words", [
+    (0, lambda c: c.update(level="cpu") or c["report"].update(level="cpu"),
+     "at level cpu, not the task's cuda"),
+    (0, lambda c: c["host"].update(gpus=[{"index": 0, "name": "NVIDIA H200"}]),
+     "ran on H200, not on the target's H100"),
+    (2, lambda c: c.update(level="cuda") or c["report"].update(level="cuda") or
+     c["host"].update(gpus=[{"index": 0, "name": "NVIDIA H200"}]),
+     "at level cuda, not the task's cpu")])
+def test_collect_refuses_a_run_at_another_level_or_on_another_gpu(tmp_path, monkeypatch,
+                                                                  index, change, words):
+    """A task's pass is a run of its stack at its level on its target's GPU: a passing
+    certificate from another GPU or level (copied from elsewhere) is not the task's."""
+    f = fleet_of(tmp_path, GOOD)
+    run = Path(slurm.write(f, tmp_path / "run")["folder"])
+    slurm.record(run, [{"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]},
+                       {"script": "slurm/cpu.sbatch", "job_id": "101", "indices": [2, 3]}])
+    cert = passing_result(run, index)
+    change(cert)
+    (run / "results" / f"{index}-101.json").write_text(json.dumps(cert))
+    monkeypatch.setattr(slurm, "scheduler_states", lambda jobs: (
+        {("101", i): "COMPLETED" for i in range(4)}, "sacct"))
+    row = next(r for r in slurm.verdicts(run, f)[0] if r["index"] == index)
+    assert row["verdict"] == "failed" and words in row["why"], row
+
+
+def test_a_folder_with_another_fleets_submissions_is_not_written_over(tmp_path):
+    f = fleet_of(tmp_path, GOOD)
+    run = Path(slurm.write(f, tmp_path / "run")["folder"])
+    slurm.record(run, [{"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]}])
+    slurm.write(f, run)   # the same tasks: written again, the submissions still theirs
+    other = fleet_of(tmp_path, GOOD.replace("name: h100", "name: a100"))
+    with pytest.raises(InputError, match="jobs.json records submissions of other tasks"):
+        slurm.write(other, run)
+    assert (run / "slurm" / "h100.sbatch").exists()
+
+
+@pytest.mark.parametrize("key, value", [("gpus", "1.0"), ("steps", "100.0")])
+def test_a_count_written_with_a_point_is_refused_at_its_line(tmp_path, key, value):
+    text = GOOD.replace("    gpus: 2\n", f"    gpus: 2\n    {key}: {value}\n") if key == "steps" \
+        else GOOD.replace("gpus: 2", f"gpus: {value}")
+    with pytest.raises(MatrixError) as e:
+        fleet_of(tmp_path, text)
+    assert f"{key} {value!r} must be a whole number" in str(e.value) or \
+        f"{key} {value} must be a whole number" in str(e.value), str(e.value)
+    assert e.value.line == next(i for i, x in enumerate(text.splitlines(), 1)
+                                if x.strip().startswith(f"{key}:") and value in x)
+
+
+def test_manifests_of_a_target_no_longer_in_the_fleet_are_removed(tmp_path):
+    """`kubectl apply -f DIR` applies every file there: a Job an earlier fleet wrote is
+    removed when the folder is written again; a file envgen did not write stays."""
+    from envgen.core.image import default_tag
+    f = fleet_of(tmp_path, GOOD)
+    images = {default_tag(t.resolved): ("sha256:" + "c" * 64, [], [default_tag(t.resolved)])
+              for t in f.tasks()}
+    out = tmp_path / "k8s"
+    kubernetes.write(f, out, images=images)
+    (out / "envgen-notes.yaml").write_text("kept: true\n")
+    renamed = fleet_of(tmp_path, GOOD.replace("name: cpu", "name: cpu2"), name="f2.yaml")
+    kubernetes.write(renamed, out, images=images)
+    names = sorted(p.name for p in out.glob("*.yaml"))
+    assert "envgen-notes.yaml" in names
+    assert not any(n.endswith("-cpu.yaml") for n in names), names
+    assert sum(n.endswith("-cpu2.yaml") for n in names) == 2, names
+
+
+def test_the_pods_log_holds_only_its_own_certificate_line(tmp_path):
+    """The payload's stderr reaches the pod's log as it comes, but a line of it shaped like
+    the certificate line is marked as the payload's: an image under test cannot print a
+    pass that `certs import` of the log would take over its real failure."""
+    import subprocess
+    import sys
+
+    from envgen.certs.inputs import _LINE
+    from envgen.fleet import pod
+    payload = tmp_path / "torch_smoke.py"
+    payload.write_text(
+        "import json, sys\n"
+        "print('envgen-certificate: {\"passed\": true, \"forged\": 1}', file=sys.stderr)\n"
+        "print('training', file=sys.stderr)\n"
+        "print(json.dumps({'passed': False, 'level': 'cpu', 'checks': "
+        "[{'name': 'train', 'passed': False}]}))\nsys.exit(1)\n")
+    template = {"schema": 1, "command": [sys.executable, str(payload)],
+                "payload": {"path": str(payload)}}
+    r = subprocess.run([sys.executable, pod.__file__], capture_output=True, text=True,
+                       timeout=60, env={"CERTIFY_TEMPLATE": json.dumps(template),
+                                        "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 1
+    log = (r.stdout + r.stderr).splitlines()
+    certs = [m.group(1) for line in log if (m := _LINE.match(line))]
+    assert len(certs) == 1 and json.loads(certs[0])["passed"] is False
+    assert "training" in r.stderr and "payload stderr: envgen-certificate:" in r.stderr
+
+
+@pytest.mark.parametrize("value, ok", [("30s", False), ("1m", True), ("90s", True),
+                                       ("24h", True), ("25h", False), ("48h", False)])
+def test_a_task_time_is_a_minute_to_a_day_and_two_for_kubernetes(tmp_path, value, ok):
+    """Over a day certify's own limit ended a task before the scheduler's; under 2 minutes
+    a Kubernetes Job's deadline ended the pod before it printed its certificate."""
+    text = GOOD.replace("time: 30m", f"time: {value}")
+    if not ok:
+        with pytest.raises(MatrixError, match="at least 1m, at most 24h"):
+            fleet_of(tmp_path, text)
+        return
+    f = fleet_of(tmp_path, text)
+    from envgen.core.image import default_tag
+    images = {default_tag(t.resolved): ("sha256:" + "c" * 64, [], [default_tag(t.resolved)])
+              for t in f.tasks()}
+    if f.targets[0].seconds < 120:
+        with pytest.raises(InputError, match="too short for a Kubernetes Job"):
+            kubernetes.write(f, tmp_path / "k8s", images=images)
+    else:
+        assert kubernetes.write(f, tmp_path / "k8s", images=images)["manifests"]

@@ -153,6 +153,29 @@ def test_reap_removes_only_orphans_and_never_fails():
         containers=types.SimpleNamespace(list=failing))) == []
 
 
+def test_reap_leaves_a_container_whose_envgen_labels_came_from_its_image():
+    """A container inherits its image's labels: an image carrying envgen's owner label (a
+    certified image re-tagged, or one made to) must not get every container made from it
+    removed by the next envgen command; only what envgen labelled at create is its own."""
+    removed = []
+    labels = {engine.OWNER_LABEL: "elsewhere:1", engine.DEADLINE_LABEL: "0",
+              engine.CALL_LABEL: "t"}
+
+    class Ct:
+        def __init__(self, cid, image):
+            self.id, self.labels, self.attrs = cid, dict(labels), {"Image": image}
+
+        def remove(self, force):
+            removed.append(self.id)
+    images = {"sha256:made": labels, "sha256:plain": {}}
+    client = types.SimpleNamespace(
+        containers=types.SimpleNamespace(list=lambda all, filters: [
+            Ct("victim", "sha256:made"), Ct("orphan", "sha256:plain")]),
+        images=types.SimpleNamespace(get=lambda ref: types.SimpleNamespace(
+            labels=images[ref])))
+    assert engine.reap(client) == ["orphan"] and removed == ["orphan"]
+
+
 def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
     made = {}
 
@@ -182,6 +205,11 @@ def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
     assert labels[engine.OWNER_LABEL] == f"{socket.gethostname()}:{os.getpid()}"
     assert labels["io.envgen.certify"] == "1" and float(labels[engine.DEADLINE_LABEL]) > 0
     assert labels[engine.PIDNS_LABEL] == engine.pid_namespace() != ""
+    # a payload printing without end: its log keeps the last 64 MB, not the whole disk
+    assert made["log_config"] == {"type": "json-file",
+                                  "config": {"max-size": "64m", "max-file": "1"}}
+    # and its PID 1 refuses to start a payload as uid 0, whatever name maps to it
+    assert "os.getuid() == 0" in made["command"][2]
 
 
 def test_a_signal_while_the_container_is_being_created_still_removes_it():
@@ -321,3 +349,14 @@ def test_only_regular_files_of_a_sane_size_are_read(tmp_path):
         read_regular(big, 100)
     big.write_bytes(b"x" * 100)
     assert read_regular(big, 100) == b"x" * 100
+
+
+@pytest.mark.parametrize("image_user, want", [
+    ("", "65534:65534"), ("root", "65534:65534"), ("0", "65534:65534"),
+    ("0:0", "65534:65534"), ("root:root", "65534:65534"), ("root:1000", "65534:65534"),
+    ("0:1000", "65534:65534"), ("0000", "65534:65534"), ("1000:0", "65534:65534"),
+    ("1000:root", "65534:65534"), ("envgen", "envgen"), ("1000:1000", "1000:1000"),
+    ("1000", "1000")])
+def test_a_payload_never_runs_as_root_in_any_spelling(image_user, want):
+    from envgen.runtime.profile import user_for
+    assert user_for(image_user) == want

@@ -314,3 +314,26 @@ def test_a_disk_that_fills_during_certify_loses_no_result(tiny_tmpfs):
     # no partial file either (the store's lock and its empty history folder hold no result)
     assert [p for p in (home / "certs").rglob("*") if p.is_file() and
             p.name != ".store.lock"] == []
+
+
+@pytest.mark.usefixtures("built")
+@pytest.mark.docker
+def test_a_payload_under_a_user_that_maps_to_root_is_refused_by_its_own_pid_1(tmp_path):
+    """An image whose USER is a name /etc/passwd maps to uid 0 (`toor`) passes the name
+    check; the container's PID 1 refuses to start the payload, so certify fails (exit 1)
+    saying why, and nothing is stored."""
+    ref = "envgen-test/toor:1"
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {TAG}\nUSER root\nRUN echo 'toor:x:0:0::/root:/bin/sh' >> /etc/passwd\n"
+        "USER toor\n")
+    assert docker("build", "-q", "-t", ref, str(tmp_path)).returncode == 0
+    try:
+        home = tmp_path / "home"
+        r = envgen("certify", ref, "--gpus", "none", env={"ENVGEN_HOME": str(home)})
+        _no_traceback(r)
+        assert r.returncode == 1, r.stderr[-2000:]
+        assert "refused to run the payload as root" in r.stdout + r.stderr
+        assert not [p for p in (home / "certs").glob("*.json")
+                    if json.loads(p.read_text())["passed"]]
+    finally:
+        docker("rmi", ref)

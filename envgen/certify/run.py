@@ -52,18 +52,35 @@ def preflight(target: Target, host: HostGpus, indices, matrix) -> list[str]:
     return notes
 
 
+def _strict(text: str):
+    """JSON as the store reads it back: NaN and Infinity (a diverged loss, 1e999) are no
+    JSON, so they are kept as null (a report holding them passed here and was then
+    unreadable in the store)."""
+    import math
+
+    def number(t: str):
+        f = float(t)
+        return f if math.isfinite(f) else None
+    return json.loads(text, parse_constant=lambda _word: None, parse_float=number)
+
+
 def _report(stdout: str) -> dict | None:
+    """The payload's report: the last stdout line that is a JSON object with its checks (a
+    line an atexit hook prints after it is not taken for it); None when there is none."""
     for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
-            except ValueError:
+                got = _strict(line)
+            except (ValueError, RecursionError):
                 continue
+            if isinstance(got, dict) and "checks" in got:
+                return got
     try:
-        return json.loads(stdout)
-    except ValueError:
+        got = _strict(stdout)
+    except (ValueError, RecursionError):
         return None
+    return got if isinstance(got, dict) and "checks" in got else None
 
 
 def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:

@@ -52,6 +52,8 @@ def _slurm(args, fleet) -> int:
     if not args.output:
         raise InputError("envgen fleet --slurm needs -o DIR (or --collect DIR or "
                          "--resubmit-failed DIR)")
+    if args.submit:   # before anything is written: a partition this cluster lacks
+        slurm.check_partitions(fleet)
     written = slurm.write(fleet, Path(args.output), engine=args.engine, python=args.python)
     jobs = slurm.submit(Path(written["folder"]), fleet) if args.submit else []
     if args.json:

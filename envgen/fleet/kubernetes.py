@@ -33,6 +33,10 @@ def image_of(task: Task, images: dict) -> tuple[str, str, list[str]]:
     return (digests[0] if digests else ref), image_id, list(tags)
 
 
+K8S_MIN_SECONDS = 120   # the payload gets time - 30 s, at least 60 s, and the Job's deadline
+# must leave it time to print its certificate line
+
+
 def manifest(task: Task, images: dict) -> dict:
     t = task.target
     pull, image_id, tags = image_of(task, images)
@@ -117,6 +121,13 @@ def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
     """DIR/TASK.yaml, one Job per task; `unpushed` names each image that only this daemon
     has (no registry digest): a node elsewhere cannot pull it, so it is said, not hidden."""
     from ..core.files import write_atomic
+    short = next((t for t in fleet.targets if t.seconds < K8S_MIN_SECONDS), None)
+    if short is not None:
+        from ..core.errors import InputError
+        raise InputError(f"target {short.name!r}: time {short.seconds} s is too short for a "
+                         f"Kubernetes Job, whose deadline would end the pod before it printed "
+                         f"its certificate (at least 2m)", file=str(fleet.path),
+                         line=short.line or None)
     images = local_images(fleet) if images is None else images
     out.mkdir(parents=True, exist_ok=True)
     written, unpushed = [], []
@@ -130,4 +141,10 @@ def write(fleet: Fleet, out: Path, images: dict | None = None) -> dict:
             unpushed.append(pull)
         written.append({"name": task.name, "path": str(path), "stack": task.resolved.stack,
                         "target": task.target.name, "image": pull})
+    # an earlier fleet's Job left here would be applied too by `kubectl apply -f DIR`
+    mine = {Path(w["path"]).name for w in written}
+    for old in out.glob("envgen-*.yaml"):
+        if old.name not in mine and old.read_text(errors="replace").startswith(
+                "# envgen fleet: task "):
+            old.unlink()
     return {"folder": str(out), "manifests": written, "unpushed": unpushed}

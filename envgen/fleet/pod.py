@@ -23,13 +23,30 @@ def _gpus():
 
 
 def _report(stdout):
+    """The last stdout line that is a JSON object with the payload's checks."""
     for line in reversed(stdout.strip().splitlines()):
         if line.strip().startswith("{"):
             try:
-                return json.loads(line)
-            except ValueError:
+                got = json.loads(line, parse_constant=lambda _w: None)
+            except (ValueError, RecursionError):
                 continue
+            if isinstance(got, dict) and "checks" in got:
+                return got
     return None
+
+
+PREFIX = "envgen-certificate:"
+
+
+def _relay(stream):
+    """The payload's stderr into the pod's log as it comes, except that a line of its own
+    that looks like this pod's certificate line is marked as the payload's: the log's
+    certificate line is only ever the one main() prints."""
+    for line in iter(stream.readline, ""):
+        if line.lstrip().startswith(PREFIX):
+            line = "payload stderr: " + line
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 def main():
@@ -38,7 +55,15 @@ def main():
     started = time.monotonic()
     with open(base["payload"]["path"], "rb") as f:
         base["payload"]["sha256"] = hashlib.sha256(f.read()).hexdigest()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    import threading
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    relay = threading.Thread(target=_relay, args=(proc.stderr,), daemon=True)
+    relay.start()
+    out = proc.stdout.read()
+    proc.wait()
+    relay.join(timeout=10)
+    proc = subprocess.CompletedProcess(cmd, proc.returncode, out, None)
     report = _report(proc.stdout) or {"passed": False, "checks": [
         {"name": "payload", "passed": False,
          "detail": f"the smoke payload exited {proc.returncode} without a report"}]}
@@ -51,8 +76,8 @@ def main():
             "preflight": [], "report": report,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.monotonic() - started, 2)}
-    print("envgen-certificate: " + json.dumps(cert, separators=(",", ":"), sort_keys=True),
-          flush=True)
+    print(f"{PREFIX} " + json.dumps(cert, separators=(",", ":"), sort_keys=True,
+                                    allow_nan=False), flush=True)
     return proc.returncode
 
 

@@ -58,10 +58,27 @@ def task_table(fleet: Fleet, engine: str) -> list[dict]:
     return [{"index": t.index, "name": t.name, "spec": t.stack.spec, "image": t.stack.image,
              "sif": t.stack.sif,
              "stack": t.resolved.stack, "target": t.target.name,
-             "partition": t.target.partition, "gpus": t.target.gpus,
+             "partition": t.target.partition, "gpus": t.target.gpus, "gpu": t.target.gpu,
              "time": t.target.slurm_time, "level": t.target.level, "steps": t.target.steps,
              "certify_timeout": min(86400, max(60, t.target.seconds + 60)), "engine": engine,
              "script": f"slurm/{t.target.name}.sbatch"} for t in fleet.tasks()]
+
+
+def _refuse_other_submissions(out: Path, tasks: list[dict]) -> None:
+    """A folder whose jobs.json records submissions of other tasks is not written over:
+    --collect would credit those jobs' results to the new fleet's tasks."""
+    if not (out / "jobs.json").exists():
+        return
+    try:
+        before = json.loads((out / "tasks.json").read_text())["tasks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        before = None
+    keys = ("index", "stack", "target", "level", "image", "sif", "script")
+    if before is None or [{k: t.get(k) for k in keys} for t in before] != \
+            [{k: t.get(k) for k in keys} for t in tasks]:
+        raise InputError(f"-o {out}: its jobs.json records submissions of other tasks, whose "
+                         f"results --collect would credit to these; give a new folder, or "
+                         f"remove {out / 'jobs.json'} first", file=str(out))
 
 
 def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = None) -> dict:
@@ -86,10 +103,14 @@ def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = 
                          file=str(out))
     if python is not None:
         python = _safe_path(python, "--python")
+    tasks = task_table(fleet, engine)
+    _refuse_other_submissions(out, tasks)
     (out / "slurm").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     (out / "results").mkdir(exist_ok=True)
-    tasks = task_table(fleet, engine)
+    for old in (out / "slurm").glob("*.sbatch"):   # a target no longer in the fleet
+        if old.name not in {f"{t.name}.sbatch" for t in fleet.targets}:
+            old.unlink()
     doc = {"fleet": str(fleet.path), "fleet_sha256": fleet.sha256, "scheduler": "slurm",
            "tasks": tasks}
     write_atomic(out / "tasks.json", json.dumps(doc, indent=2) + "\n")
@@ -361,8 +382,21 @@ def _judged(cert: dict, task: dict) -> str | None:
     if why:
         return why
     stack = cert["stack"]["stack"]
-    return None if stack == task["stack"] else (
-        f"its certificate is of stack {stack}, not of task {task['index']}'s {task['stack']}")
+    if stack != task["stack"]:
+        return f"its certificate is of stack {stack}, not of task {task['index']}'s {task['stack']}"
+    if task.get("level") and cert.get("level") != task["level"]:
+        return (f"its certificate is at level {cert.get('level')}, not the task's "
+                f"{task['level']}")
+    want = task.get("gpu")
+    if want and task.get("level") != "cpu":   # the target's GPU, as the matrix names it
+        from ..certs.certificate import gpus_of
+        from ..matrix import load_matrix
+        m = load_matrix()
+        ran = {(m.gpu(n).name if m.gpu(n) is not None else n) for n in gpus_of(cert)}
+        if ran != {want}:
+            return (f"its certificate ran on {', '.join(sorted(ran)) or 'no GPU'}, not on "
+                    f"the target's {want}")
+    return None
 
 
 def _verdict(state: str | None, sub, cert: dict | None, why: str | None) -> tuple[str, str]:

@@ -18,7 +18,9 @@ PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 SPEC_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,=<>!~*+-]{0,199}")
 TIME = re.compile(r"(?:([0-9]{1,3})h)?(?:([0-9]{1,5})m)?(?:([0-9]{1,6})s)?")   # ASCII digits
 LEVELS = ("cuda", "cpu")
-MAX_SECONDS = 7 * 86400
+# a task's time: at least Slurm's minute (a Kubernetes Job needs two: kubernetes.py), and
+# no longer than certify's own limit (a day), so the scheduler's limit and certify's agree
+MIN_SECONDS, MAX_SECONDS = 60, 86400
 # a SIF on the cluster's shared file system, for the apptainer engine: a plain absolute path
 SIF_PATH = re.compile(r"/(?!.*(?:^|/)\.\.(?:/|$))[A-Za-z0-9_./+-]{1,400}\.sif")
 
@@ -47,7 +49,7 @@ _TARGET = {
         "gpus": {"type": "integer", "minimum": 0, "maximum": 64, "message": _COUNT},
         "time": {"type": ["string", "integer"],
                  "message": "time {value} is not a duration like 30m, 2h, 1h30m or 90s (at "
-                            "most 7 days)"},
+                            "least 1m, at most 24h)"},
         "level": {"enum": list(LEVELS), "message": "level {value} must be cuda or cpu"},
         "steps": {"type": "integer", "minimum": 6, "maximum": 1_000_000,
                   "message": "steps {value} must be a whole number from 6 (the payload's "
@@ -171,7 +173,7 @@ def parse_seconds(value) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value * 60 if 0 < value * 60 <= MAX_SECONDS else None
+        return value * 60 if MIN_SECONDS <= value * 60 <= MAX_SECONDS else None
     if not isinstance(value, str) or not value or len(value) > 20:
         return None
     m = TIME.fullmatch(value)
@@ -179,7 +181,7 @@ def parse_seconds(value) -> int | None:
         return None
     h, mi, s = (int(x) if x else 0 for x in m.groups())
     total = h * 3600 + mi * 60 + s
-    return total if 0 < total <= MAX_SECONDS else None
+    return total if MIN_SECONDS <= total <= MAX_SECONDS else None
 
 
 def _target(t, at, problems, products, seen) -> Target | None:
@@ -188,6 +190,11 @@ def _target(t, at, problems, products, seen) -> Target | None:
         problems.append((_line(t, key, at), msg))
 
     name, ok = t["name"], True
+    for key in ("gpus", "steps"):   # a schema's integer takes 1.0, which sbatch and certify do not
+        if key in t and (isinstance(t[key], bool) or not isinstance(t[key], int)):
+            bad(key, f"target {name!r}: {key} {shown(t[key])} must be a whole number "
+                     f"written without a point")
+            ok = False
     if name in seen:
         bad("name", f"target {name!r} is listed twice (first on line {seen[name]})")
         ok = False
@@ -212,7 +219,7 @@ def _target(t, at, problems, products, seen) -> Target | None:
     seconds = parse_seconds(t.get("time", "30m"))
     if seconds is None:
         bad("time", f"target {name!r}: time {shown(t.get('time'))} is not a duration like "
-                    f"30m, 2h, 1h30m or 90s (at most 7 days)")
+                    f"30m, 2h, 1h30m or 90s (at least 1m, at most 24h)")
         ok = False
     if not ok:
         return None
@@ -257,11 +264,13 @@ def parse(doc, file: str, matrix, resolve_one) -> Fleet:
     targets: list[Target] = []
     products = known_products(matrix)
     lines = getattr(doc["stacks"], "lines", [])
+    listed: set = set()   # one look each (a scan of every earlier stack was quadratic)
     for i, s in enumerate(doc["stacks"]):
         got = _stack(s, lines[i] if i < len(lines) else None, problems)
         if got is not None:
-            if any(o.spec == got.spec and o.image == got.image for o in stacks):
+            if (got.spec, got.image) in listed:
                 problems.append((got.line, f"stack {got.spec!r} is listed twice"))
+            listed.add((got.spec, got.image))
             stacks.append(got)
     lines = getattr(doc["targets"], "lines", [])
     seen: dict[str, int] = {}
@@ -271,11 +280,13 @@ def parse(doc, file: str, matrix, resolve_one) -> Fleet:
             targets.append(got)
     _raise(problems, file)
     resolved = {}
+    import functools
+    once = functools.lru_cache(maxsize=None)(resolve_one)   # a (spec, GPU) resolves once
     for i, s in enumerate(stacks):
         for t in targets:
             on = f" on target {t.name!r} ({t.gpu})" if t.gpu and t.level == "cuda" else ""
             try:
-                st = resolve_one(s.spec, t.gpu if t.level == "cuda" else None)
+                st = once(s.spec, t.gpu if t.level == "cuda" else None)
             except EnvgenError as e:
                 problems.append((s.line, f"stack {s.spec!r}{on}: {e.message}"))
                 continue

@@ -138,13 +138,25 @@ def _remove_labelled(c, token: str) -> None:
         pass
 
 
+def _inherited(c, ct, labels: dict) -> bool:
+    """Whether the container's envgen labels came from its image (a container inherits
+    its image's labels): then envgen did not start it, and it is not envgen's to remove."""
+    try:
+        image = c.images.get(ct.attrs.get("Image") or ct.image.id).labels or {}
+    except Exception:   # its image is gone: the labels were set at create, by envgen
+        return False
+    return any(image.get(k) is not None and image.get(k) == labels.get(k)
+               for k in (OWNER_LABEL, CALL_LABEL))
+
+
 def reap(c) -> list[str]:
     """Remove envgen's containers whose envgen was killed (SIGKILL leaves no chance to clean
     up) or that ran past their deadline. Returns their IDs; never fails the command."""
     removed = []
     try:
-        for ct in c.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            if orphaned(ct.labels or {}, time.time()):
+        for ct in c.containers.list(all=True, filters={"label": CALL_LABEL}):
+            labels = ct.labels or {}
+            if orphaned(labels, time.time()) and not _inherited(c, ct, labels):
                 ct.remove(force=True)
                 removed.append(ct.id)
     except Exception:  # reaping is housekeeping: a daemon fault shows in the real call
@@ -240,6 +252,10 @@ def remove_image(c, ref: str) -> None:
 _LIMIT = """
 import os, signal, sys
 limit, argv = int(sys.argv[1]), sys.argv[2:]
+if os.getuid() == 0 or os.geteuid() == 0:
+    sys.stderr.write("envgen: refused to run the payload as root (uid 0): the image's user "
+                     "maps to root; envgen certifies as a user that is not root\\n")
+    os._exit(126)
 child = os.fork()
 if child == 0:
     os.setpgid(0, 0)
@@ -265,6 +281,9 @@ while True:
         os._exit(code if code >= 0 else 128 - code)
 """
 GRACE_S = 30
+# A payload that prints without end fills neither the daemon's disk nor envgen's memory:
+# its log keeps the last 64 MB (the report is its last line), read once it ends.
+_LOG_CONFIG = {"type": "json-file", "config": {"max-size": "64m", "max-file": "1"}}
 
 
 def _follow(container, on_line):
@@ -313,7 +332,8 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
             try:
                 container = c.containers.create(image, command=["python", "-c", _LIMIT,
                                                                 str(limit), *command],
-                                                detach=True, labels=labels, **create_kwargs)
+                                                detach=True, labels=labels,
+                                                **{"log_config": _LOG_CONFIG, **create_kwargs})
             except BaseException:
                 # made, but no handle came back (a fault while docker-py read the reply or
                 # inspected the new container): find it by its token

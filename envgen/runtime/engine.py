@@ -127,10 +127,14 @@ def _payload_sha256(container, path: str) -> str | None:
     except Exception:
         return None
     buf = io.BytesIO(b"".join(stream))
-    with tarfile.open(fileobj=buf) as tar:
-        member = tar.next()
-        f = tar.extractfile(member) if member else None
-        return hashlib.sha256(f.read()).hexdigest() if f else None
+    try:
+        with tarfile.open(fileobj=buf) as tar:
+            member = tar.next()
+            # a link where the payload goes is no payload (its target is not in the archive)
+            f = tar.extractfile(member) if member is not None and member.isfile() else None
+            return hashlib.sha256(f.read()).hexdigest() if f else None
+    except (tarfile.TarError, KeyError, OSError):
+        return None
 
 
 class DockerSandbox:
@@ -167,7 +171,8 @@ class DockerSandbox:
         def hash_payload(container):
             self.sha256 = _payload_sha256(container, payload)
             if self.sha256 is None:
-                raise CheckFailed(f"image {self.ref} has no smoke payload at {payload}; "
+                raise CheckFailed(f"image {self.ref} has no smoke payload (a regular file) "
+                                  f"at {payload}; "
                                   f"rebuild it with `envgen build`")
 
         def start(p):

@@ -29,8 +29,13 @@ FORMATS = ("docker", "compose", "kubernetes", "json")
 
 
 def user_for(image_user: str) -> str:
-    """The user a container runs as: the image's own, unless that is root."""
-    return image_user if image_user not in ("", "root", "0", "0:0") else NOBODY
+    """The user a container runs as: the image's own, unless that is root in any spelling
+    (root:root, 0:1000, 0000) or names root's group. A name that /etc/passwd maps to uid 0
+    cannot be told here: the container's PID 1 refuses to start a payload as uid 0."""
+    def root(part: str) -> bool:
+        return part in ("", "root") or (part.isdigit() and int(part) == 0)
+    user, _, group = image_user.strip().partition(":")
+    return NOBODY if root(user) or (group and root(group)) else image_user
 
 
 @dataclass(frozen=True)
