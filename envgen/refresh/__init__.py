@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 
 from . import addons, jax, platforms, pytorch, tensorflow
-from .change import compare_releases, read_old, validate_with_rest, write_atomic
+from .change import (
+    compare_platform_wheels,
+    compare_releases,
+    read_old,
+    validate_with_rest,
+    write_atomic,
+)
 from .pypi import PYPI, Index, Refused, Run
 
 # a base's reader before its add-ons' (Keras reads TensorFlow's rows' METADATA)
@@ -39,6 +45,11 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
     old_text, old = read_old(path)
     change = compare_releases((old or {}).get("framework_releases") or [],
                               doc.get("framework_releases") or [])
+    if "platform_wheels" in doc or "platform_wheels" in (old or {}):   # platforms.yaml
+        rows = compare_platform_wheels((old or {}).get("platform_wheels") or [],
+                                       doc.get("platform_wheels") or [])
+        for f in ("added", "changed", "removed", "refusals"):
+            getattr(change, f).extend(getattr(rows, f))
     if old is not None:
         change.refusals += [f"section {s} would disappear" for s in old
                             if s not in doc]

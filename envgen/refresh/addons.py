@@ -375,7 +375,7 @@ def release_row(run: Run, name: str, ver: Version, files: list[dict],
     reqs = requirements(text, "3.12", what, frozenset({extra}) if extra else frozenset())
     requires: dict[str, str] = {}
     for r in reqs:
-        key = r.name.lower()
+        key = canonicalize_name(r.name)
         if key in keep and key not in (package, SAME.get(name)) and (r.marker is None or extra):
             spec = str(r.specifier)
             if key in requires and requires[key] != spec:

@@ -123,6 +123,26 @@ def compare_releases(old: list[dict], new: list[dict]) -> Change:
     return ch
 
 
+def compare_platform_wheels(old: list[dict], new: list[dict]) -> Change:
+    """The change from `old` platform_wheels rows (a framework release's wheels for another
+    platform) to `new` ones, keyed by package, version, platform and variant: a row that
+    disappears, or a pin that goes backwards, is refused as for a framework's releases."""
+    ch = Change()
+    key = lambda r: tuple(str(r.get(k)) for k in  # noqa: E731
+                          ("package", "version", "platform", "variant"))
+    olds = {key(r): r for r in old if isinstance(r, dict)}
+    news = {key(r): r for r in new if isinstance(r, dict)}
+    for k in sorted(news.keys() - olds.keys()):
+        ch.added.append(f"{' '.join(k)} ({news[k].get('source')})")
+    for k in sorted(olds.keys() - news.keys()):
+        ch.refusals.append(f"{' '.join(k)} would disappear (the index no longer lists it); "
+                           f"remove it by hand in a reviewed commit if that is intended")
+    for k in sorted(olds.keys() & news.keys()):
+        _fields(" ".join(k), olds[k], news[k], skip={"package", "version", "platform",
+                                                     "variant", "confidence", "why"}, ch=ch)
+    return ch
+
+
 def read_old(path: Path) -> tuple[str | None, dict | None]:
     """The file's text and data, or (None, None) when there is none yet."""
     if not path.exists():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .licenses import license_of, wheel_licenses, with_license
@@ -31,6 +32,7 @@ from .pypi import (
     Run,
     best_wheels,
     exact_pin,
+    matching,
     needs_in,
     newest_matching,
     releases,
@@ -119,13 +121,13 @@ def _pick(run: Run, req: Requirement, known: dict[str, list[str]] | None = None)
     if pin is not None and "*" not in pin:
         return pin
     if known is None:
-        return newest_matching(run.index, req.name.lower(), req.specifier)
-    spec = req.specifier
-    while True:
-        v = newest_matching(run.index, req.name.lower(), spec)
-        if v in known:
-            return v
-        spec = spec & SpecifierSet(f"<{v}")
+        return newest_matching(run.index, canonicalize_name(req.name), req.specifier)
+    # newest first, each looked at once (narrowing the range again per version was cubic)
+    for v in matching(run.index, canonicalize_name(req.name), req.specifier):
+        if str(v) in known:
+            return str(v)
+    raise Refused(f"{req.name}{req.specifier}: no Linux x86_64 wheel on the index that the "
+                  f"matrix knows satisfies it")
 
 
 def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], pythons,
@@ -143,7 +145,7 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
     packages: dict[str, str] = {f"jax-cuda{line}-plugin": str(ver)}
     runtime = None
     for r in reqs:
-        name = r.name.lower()
+        name = canonicalize_name(r.name)
         if name.startswith("nvidia-cuda-runtime"):
             runtime = packages[name] = _pick(run, r, cudarts)
         elif name.startswith(("nvidia-cudnn", "nvidia-nccl")):
@@ -196,7 +198,7 @@ def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple |
             continue
         text = run.index.metadata(wheel)[0]
         reqs = requirements(text, pythons[-1], f"{project} {ver}")
-        jax_req = next((r for r in reqs if r.name.lower() == "jax"), None)
+        jax_req = next((r for r in reqs if canonicalize_name(r.name) == "jax"), None)
         if jax_req is not None and jax_req.specifier.contains(jax_version, prereleases=True):
             return str(ver), license_of(text)
     run.warn(f"{project}: no release admits jax {jax_version}")

@@ -22,6 +22,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import (
@@ -46,6 +47,9 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_PAGE = 64 << 20      # torch's JSON page is ~5 MB
 MAX_METADATA = 4 << 20
 MAX_SDIST = 64 << 20     # DeepSpeed's is 2 MB
+REQUEST_S = 300          # one request's whole answer (a 64 MB page at 220 KB/s)
+RANGE_BUDGET = 8 << 20   # what reading one wheel's METADATA may fetch (torch's: ~200 KB)
+MAX_MEMBERS = 50_000     # an sdist's files (DeepSpeed's: about 1,300)
 
 CPU_ENV = {
     "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux",
@@ -72,16 +76,37 @@ def check_url(url: str, what: str) -> str:
                      f"on this machine's loopback interface)")
 
 
+def origin(url: str) -> str:
+    u = urllib.parse.urlsplit(url)
+    return f"{u.scheme}://{(u.hostname or '').lower()}" + (f":{u.port}" if u.port else "")
+
+
+# where an index's files may lie besides the index itself (PyPI serves them from its CDN)
+FILE_HOSTS = {"https://pypi.org": ("https://files.pythonhosted.org",)}
+
+
+def _allowed(index: str, url: str, what: str) -> str:
+    """`url` if check_url takes it and it lies on the index's own origin (or where that
+    index serves its files); InputError otherwise: a page or a redirect naming another
+    host is not followed there."""
+    check_url(url, what)
+    home = origin(index)
+    if origin(url) not in (home, *FILE_HOSTS.get(home, ())):
+        raise InputError(f"{what} {url[:100]!r} is not on the index's own host {home}")
+    return url
+
+
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is followed only to a URL check_url would take as the first one: a 302
-    from https to plain http, or to http on another host, is refused before it is asked."""
+    """A redirect is followed only to a URL the first one could have been: on the index's
+    own host (or its file host), and never from https to plain http."""
+
+    def __init__(self, index: str):
+        super().__init__()
+        self.index = index
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
-        check_url(newurl, f"the redirect ({code}) from {req.full_url[:100]} to")
+        _allowed(self.index, newurl, f"the redirect ({code}) from {req.full_url[:100]} to")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-_OPENER = urllib.request.build_opener(_CheckedRedirects)
 
 
 class Index:
@@ -89,6 +114,7 @@ class Index:
 
     def __init__(self, url: str = PYPI, refresh: bool = False, cache: Path | None = None):
         self.url = check_url(url.rstrip("/"), "the index URL")
+        self._opener = urllib.request.build_opener(_CheckedRedirects(self.url))
         self.refresh = refresh
         self.cache = cache or state.home() / "cache" / "refresh"
         self._lock = threading.Lock()
@@ -105,17 +131,29 @@ class Index:
               expect: int | None = None) -> tuple[int, bytes]:
         """(status, body) with retries on 5xx and network errors; 404 is (404, b'').
         A status other than `expect` is Refused before the body is read."""
-        check_url(req.full_url, "a URL the index named")
+        _allowed(self.url, req.full_url, "a URL the index named")
         for attempt in range(4):
             try:
                 with self._lock:
                     self.requests += 1
-                with _OPENER.open(req, timeout=TIMEOUT) as r:
+                with self._opener.open(req, timeout=TIMEOUT) as r:
                     if expect is not None and r.status != expect:
                         raise Refused(f"{req.full_url}: the server ignored the Range header "
                                       f"(HTTP {r.status}); envgen does not download whole "
                                       f"wheels")
-                    body = r.read(limit + 1)
+                    # read as it comes, within a wall-clock deadline (the socket's
+                    # timeout is per read: a byte every 20 s kept a run going for ever)
+                    deadline, parts, got = time.monotonic() + REQUEST_S, [], 0
+                    while got <= limit:
+                        chunk = r.read1(min(1 << 16, limit + 1 - got))
+                        if not chunk:
+                            break
+                        parts.append(chunk)
+                        got += len(chunk)
+                        if time.monotonic() > deadline:
+                            raise Refused(f"{req.full_url}: the answer took longer than "
+                                          f"{REQUEST_S} s")
+                    body = b"".join(parts)
                     if len(body) > limit:
                         raise Refused(f"{req.full_url}: the answer is larger than the "
                                       f"{limit} bytes asked for or allowed")
@@ -177,6 +215,11 @@ class Index:
                 f["url"] = urllib.parse.urljoin(url, f["url"])
                 if not isinstance(f["filename"], str):
                     raise TypeError("filename")
+                for key, kinds in (("upload-time", str), ("requires-python", str),
+                                   ("size", int), ("yanked", (bool, str)),
+                                   ("hashes", dict)):
+                    if f.get(key) is not None and not isinstance(f[key], kinds):
+                        raise TypeError(f"{key} of {f['filename'][:60]}")
         except (ValueError, KeyError, TypeError) as e:
             raise Refused(f"{name}: the index's page is not a PEP 691 JSON page "
                           f"({type(e).__name__}: {str(e)[:80]})") from None
@@ -205,8 +248,10 @@ class Index:
                 if z.getinfo(names[0]).file_size > MAX_METADATA:
                     raise Refused(f"{f['filename']}: its METADATA is over 4 MiB")
                 text = z.read(names[0]).decode("utf-8", "replace")
-        except CONTENT_ERRORS as e:   # the index not answering stays the fault it is
-            raise Refused(f"{f['filename']}: not a readable wheel ({e})") from None
+        except (*CONTENT_ERRORS, MemoryError, OverflowError) as e:   # the index not
+            # answering stays the fault it is
+            raise Refused(f"{f['filename']}: not a readable wheel ({type(e).__name__}: "
+                          f"{str(e)[:80]})") from None
         self._store(path, text.encode("utf-8"))
         return text, "range"
 
@@ -235,7 +280,13 @@ def pkg_info(data: bytes, filename: str) -> str:
     line of that file is added as a Requires-Dist."""
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
-            members = [m for m in t.getmembers()
+            listed = []
+            for m in t:   # read member by member, bounded (64 MB of gzip can hold millions)
+                listed.append(m)
+                if len(listed) > MAX_MEMBERS:
+                    raise Refused(f"{filename}: more than {MAX_MEMBERS} members; not an "
+                                  f"sdist envgen reads")
+            members = [m for m in listed
                        if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")]
             if len(members) != 1 or members[0].size > MAX_METADATA:
                 raise Refused(f"{filename}: expected one top-level PKG-INFO under 4 MiB, found "
@@ -244,7 +295,7 @@ def pkg_info(data: bytes, filename: str) -> str:
             if "\nRequires-Dist:" in text.split("\n\n", 1)[0]:
                 return text
             top = members[0].name.split("/")[0]
-            req = next((m for m in t.getmembers() if m.isfile() and m.size <= MAX_METADATA
+            req = next((m for m in listed if m.isfile() and m.size <= MAX_METADATA
                         and m.name == f"{top}/requirements/requirements.txt"), None)
             if req is None:
                 return text
@@ -267,10 +318,13 @@ def pkg_info(data: bytes, filename: str) -> str:
 
 
 class _RangeFile(io.RawIOBase):
-    """A read-only, seekable view of a remote file through HTTP range requests."""
+    """A read-only, seekable view of a remote file through HTTP range requests, reading at
+    most RANGE_BUDGET bytes in all (a wheel whose zip directory claims the whole file, or
+    2**40 bytes, is refused, not downloaded)."""
 
     def __init__(self, index: Index, url: str, size: int):
         self.index, self.url, self.size, self.pos = index, url, size, 0
+        self.read_so_far = 0
 
     def readable(self):
         return True
@@ -289,6 +343,11 @@ class _RangeFile(io.RawIOBase):
         n = min(len(b), self.size - self.pos)
         if n <= 0:
             return 0
+        if self.read_so_far + n > RANGE_BUDGET:
+            raise Refused(f"{self.url}: reading its METADATA would take more than "
+                          f"{RANGE_BUDGET >> 20} MiB of range requests (its zip directory "
+                          f"is that large, or says so)")
+        self.read_so_far += n
         req = urllib.request.Request(self.url, headers={
             "User-Agent": UA, "Range": f"bytes={self.pos}-{self.pos + n - 1}"})
         _, data = self.index._open(req, n, expect=206)
@@ -305,6 +364,8 @@ def cpython_of(tag) -> str | None:
     if not interp.startswith("cp") or abi.endswith("t") or abi in ("abi3", "none"):
         return None
     digits = interp[2:]
+    if len(digits) < 2 or not digits.isdigit():   # cp, cp3: no CPython version envgen reads
+        return None
     return f"{digits[0]}.{digits[1:]}"
 
 
@@ -391,7 +452,12 @@ def requirements(metadata: str, python: str, what: str,
         if req.marker is not None:
             if "extra" in str(req.marker) and not extras:
                 continue
-            if not any(req.marker.evaluate(env) for env in envs):
+            try:
+                applies = any(req.marker.evaluate(env) for env in envs)
+            except (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion) as e:
+                raise Refused(f"{what}: its requirement {str(req)[:80]!r} has a marker "
+                              f"that cannot be evaluated ({e})") from None
+            if not applies:
                 continue
         out.append(req)
     return out
@@ -417,17 +483,27 @@ def exact_pin(req: Requirement) -> str | None:
 def newest_matching(index: Index, project: str, specifier) -> str:
     """The newest final release of `project` inside `specifier` with a Linux x86_64 (or
     pure-Python) wheel: what pip would install today."""
+    return str(matching(index, project, specifier)[0])
+
+
+def matching(index: Index, project: str, specifier) -> list[Version]:
+    """Every final release of `project` inside `specifier` with a Linux x86_64 (or
+    pure-Python) wheel, newest first; Refused when there is none."""
     versions = set()
     for f in index.project(project)["files"]:
         if f.get("yanked") or not f["filename"].endswith(".whl"):
             continue
-        _, ver, _, tags = parse_wheel_filename(f["filename"])
-        if any(is_linux_x86_64(t) or t.platform == "any" for t in tags):
+        try:
+            _, ver, _, tags = parse_wheel_filename(f["filename"])
+        except (InvalidWheelFilename, InvalidVersion):   # not a wheel pip would take either
+            continue
+        # a local version (0.7.0+mirror.1) is a mirror's own build, never PyPI's
+        if ver.local is None and any(is_linux_x86_64(t) or t.platform == "any" for t in tags):
             versions.add(ver)
     ok = [v for v in versions if specifier.contains(v, prereleases=False)]
     if not ok:
         raise Refused(f"{project}{specifier}: no Linux x86_64 wheel on the index satisfies it")
-    return str(max(ok))
+    return sorted(ok, reverse=True)
 
 
 @dataclass

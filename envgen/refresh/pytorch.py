@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from .licenses import license_of, wheel_licenses, with_license
@@ -80,7 +80,7 @@ def pin_text(run: Run, req) -> str:
     pin = exact_pin(req)
     if pin is not None and "*" not in pin:
         return pin
-    return newest_matching(run.index, req.name.lower(), req.specifier)
+    return newest_matching(run.index, canonicalize_name(req.name), req.specifier)
 
 
 def cuda_toolkit_pins(run: Run, version: str, extras: set[str]) -> dict[str, str]:
@@ -92,7 +92,7 @@ def cuda_toolkit_pins(run: Run, version: str, extras: set[str]) -> dict[str, str
         raise Refused(f"cuda-toolkit {version}: no wheel on the index")
     text = run.index.metadata(files[0])[0]
     reqs = requirements(text, "3.11", f"cuda-toolkit {version}", frozenset(extras))
-    return {r.name.lower(): pin_text(run, r) for r in reqs
+    return {canonicalize_name(r.name): pin_text(run, r) for r in reqs
             if r.marker is not None and "extra" in str(r.marker)}
 
 
@@ -102,7 +102,7 @@ def nvidia_facts(run: Run, reqs, what: str, quiet: bool = False) -> dict:
     `cuda-toolkit[extras]==X` meta-wheel (torch >= 2.11), the pins it brings in."""
     packages: dict[str, str] = {}
     for r in reqs:
-        name = r.name.lower()
+        name = canonicalize_name(r.name)
         if name == "cuda-toolkit":
             tk = exact_pin(r)
             if tk is None:
@@ -214,7 +214,7 @@ def companion_pins(run: Run, project: str, page: dict) -> dict[str, list]:
             f, py = files[0], "3.11"
         text = run.index.metadata(f)[0]
         reqs = requirements(text, py, f"{project} {ver}")
-        pins = [exact_pin(r) for r in reqs if r.name.lower() == "torch"]
+        pins = [exact_pin(r) for r in reqs if canonicalize_name(r.name) == "torch"]
         return ver, f["filename"], [p for p in pins if p], license_of(text)
 
     out: dict[str, list] = {}

@@ -27,6 +27,7 @@ What comes from where:
 from __future__ import annotations
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .jax import matrix_cuda
@@ -108,18 +109,18 @@ def _floor(run: Run, req, what: str) -> str:
     low = [s.version for s in req.specifier if s.operator == ">="]
     if len(low) != 1:
         raise Refused(f"{what}: {req} states neither an exact version nor one floor")
-    return newest_matching(run.index, req.name.lower(), SpecifierSet(f"=={low[0]}"))
+    return newest_matching(run.index, canonicalize_name(req.name), SpecifierSet(f"=={low[0]}"))
 
 
 def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested) -> dict:
     what = f"tensorflow {ver} [{EXTRA}]"
     reqs = [r for r in requirements(run.index.metadata(wheel)[0], python, what,
                                     frozenset({EXTRA}))
-            if r.name.lower().startswith("nvidia-")]
+            if canonicalize_name(r.name).startswith("nvidia-")]
     if not reqs:
         raise Refused(f"{what}: the extra names no nvidia-* wheel")
-    ranged = [r.name.lower() for r in reqs if exact_pin(r) is None]
-    packages = {r.name.lower(): _floor(run, r, what) for r in reqs}
+    ranged = [canonicalize_name(r.name) for r in reqs if exact_pin(r) is None]
+    packages = {canonicalize_name(r.name): _floor(run, r, what) for r in reqs}
 
     def find(stem: str) -> str | None:
         hits = [v for k, v in packages.items() if k == stem or k.startswith(stem + "-cu")]
@@ -158,7 +159,7 @@ def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested) 
 def _keras(run: Run, ver: Version, reqs, pythons) -> tuple[str, str | None] | None:
     """The newest Keras inside TensorFlow's range that admits every Python of the release,
     and its licence."""
-    req = next((r for r in reqs if r.name.lower() == "keras"), None)
+    req = next((r for r in reqs if canonicalize_name(r.name) == "keras"), None)
     if req is None:
         return None
     rels = releases(run.index.project("keras"))
