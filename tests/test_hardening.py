@@ -360,3 +360,44 @@ def test_only_regular_files_of_a_sane_size_are_read(tmp_path):
 def test_a_payload_never_runs_as_root_in_any_spelling(image_user, want):
     from envgen.runtime.profile import user_for
     assert user_for(image_user) == want
+
+
+def test_a_container_that_ends_as_its_wait_times_out_is_a_timeout_not_a_dead_daemon():
+    """The wait timed out just as the container exited: kill answers 409 (not running);
+    that is the run's time limit (exit 1), not the daemon failing (exit 3)."""
+    import requests
+
+    class Gone(Exception):
+        response = types.SimpleNamespace(status_code=409)
+
+    class Container:
+        def start(self):
+            pass
+
+        def wait(self, timeout):
+            raise requests.exceptions.ReadTimeout("Read timed out.")
+
+        def kill(self):
+            raise Gone("Conflict: container is not running")
+
+        def remove(self, force):
+            pass
+    client = types.SimpleNamespace(containers=types.SimpleNamespace(
+        create=lambda image, command, detach, **kw: Container()))
+    with pytest.raises(TimeoutError, match="no exit within 5 s"):
+        engine.run_to_end(client, "img", ["python", "x.py"], 5)
+
+
+def test_a_daemon_that_stops_answering_is_not_asked_five_times_to_remove():
+    import requests
+    calls = []
+
+    class Container:
+        def remove(self, force):
+            calls.append(1)
+            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=5)")
+    listed = []
+    client = types.SimpleNamespace(containers=types.SimpleNamespace(
+        list=lambda **kw: listed.append(kw) or []))
+    engine._remove(client, Container(), "token")
+    assert calls == [1] and listed == []

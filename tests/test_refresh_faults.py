@@ -157,7 +157,8 @@ def test_names_spelled_with_underscores_and_local_versions_are_read_as_pip_reads
     class Ix:
         def project(self, name):
             return {"files": [
-                {"filename": "nvidia_cusparselt_cu12-0.7.0+mirror.1-py3-none-manylinux2014_x86_64.whl"},
+                {"filename": "nvidia_cusparselt_cu12-0.7.0+mirror.1-py3-none-"
+                             "manylinux2014_x86_64.whl"},
                 {"filename": "nvidia_cusparselt_cu12-0.6.2-py3-none-manylinux2014_x86_64.whl"},
                 {"filename": "nvidia_cusparselt_cu12-0.6.3-py3-none-manylinux2014_x86_64-x-y.whl"}]}
     assert pypi.newest_matching(Ix(), "nvidia-cusparselt-cu12", SpecifierSet(">=0.6")) == "0.6.2"

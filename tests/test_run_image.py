@@ -37,8 +37,16 @@ def test_the_flags_certification_uses():
         assert argv[i:i + 2] == pair
     for key, value in NCCL_ENV.items():
         assert f"{key}={value}" in argv
-    assert argv[-5:] == ["sha256:" + "a" * 64, "python", "train.py", "--lr", "1e-3"]
+    # the image's python runs a PID 1 that passes signals on to the user's command
+    from envgen.runtime.run import PID1
+    assert argv[-8:] == ["sha256:" + "a" * 64, "python", "-c", PID1,
+                         "python", "train.py", "--lr", "1e-3"]
     assert "--network" not in argv and "-it" not in argv and "-i" in argv
+    # labelled as envgen's own, so a container whose envgen was killed is reaped
+    from envgen.runtime import docker as engine
+    labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
+    assert f"{engine.OWNER_LABEL}={engine.owner()}" in labels
+    assert any(x.startswith(f"{engine.CALL_LABEL}=") for x in labels)
 
 
 def test_toolkit_cdi_and_device_nodes():

@@ -126,3 +126,47 @@ def test_the_image_starts_from_bytecode_compiled_at_build(built):
                "import torch, importlib.util as u, sys; f = open(u.cache_from_source("
                "torch.__file__), 'rb').read(16); print(int.from_bytes(f[4:8], 'little'))")
     assert r.stdout.strip() == "3", r.stderr   # flags 0b11: hash-based, checked
+
+
+@pytest.mark.usefixtures("built")
+@pytest.mark.parametrize("sig", ["TERM", "KILL"])
+def test_a_stopped_envgen_run_leaves_no_container(tmp_path, sig):
+    """The command runs under a PID 1 that passes signals on: SIGTERM to envgen run (the
+    docker CLI it became) ends the command and its container at once. A SIGKILLed one
+    leaves its container running; the next envgen command removes it as an orphan."""
+    import signal
+    import time
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envgen", "run", "--no-mount", TAG, "--", "python", "-c",
+         "import time; time.sleep(1000)"], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin:/usr/local/bin",
+             "ENVGEN_HOME": f"{tmp_path}-home"})
+
+    def mine():
+        out = docker("ps", "-aq", "--filter", "label=io.envgen.run=1", "--filter",
+                     f"label=io.envgen.owner={os.uname().nodename}:{proc.pid}").stdout
+        return out.split()
+    try:
+        for _ in range(300):
+            if mine():
+                break
+            time.sleep(0.1)
+        assert mine(), "the premise: the command's container runs"
+        proc.send_signal(getattr(signal, f"SIG{sig}"))
+        proc.wait(30)
+        if sig == "TERM":
+            for _ in range(100):
+                if not mine():
+                    break
+                time.sleep(0.1)
+            assert mine() == [], "SIGTERM ended the command and --rm removed its container"
+        else:
+            assert mine(), "a SIGKILLed docker CLI leaves its container"
+            r = run("doctor", cwd=tmp_path)   # any command that asks the daemon reaps it
+            assert "Traceback" not in r.stderr
+            assert mine() == []
+    finally:
+        proc.kill()
+        for cid in mine():
+            docker("rm", "-f", cid)

@@ -271,6 +271,7 @@ def stop(signum, _frame):
 for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, stop)
 signal.alarm(limit)
+""" + """
 while True:
     try:
         pid, status = os.wait()
@@ -280,6 +281,9 @@ while True:
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
 """
+# the end of a container's PID 1 (this one and envgen run's): it reaps every process that
+# ends under it and exits with its child's code (128 + N for a signal N)
+CHILD_WAIT = _LIMIT[_LIMIT.index("\nwhile True:"):]
 GRACE_S = 30
 # A payload that prints without end fills neither the daemon's disk nor envgen's memory:
 # its log keeps the last 64 MB (the report is its last line), read once it ends.
@@ -349,7 +353,12 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
         except Exception as e:  # requests' ReadTimeout and friends
             if "timed out" not in str(e).lower() and "timeout" not in type(e).__name__.lower():
                 raise
-            container.kill()
+            try:
+                container.kill()
+            except Exception as k:   # it ended just then (409 not running, 404 gone)
+                if getattr(getattr(k, "response", None), "status_code", None) not in (404,
+                                                                                    409):
+                    raise
             raise TimeoutError(f"no exit within {timeout} s") from None
         if follower is not None:
             follower.join(timeout=5)
@@ -371,6 +380,9 @@ def _remove(c, container, token: str, tries: int = 5) -> None:
         except Exception as e:  # noqa: PERF203 - a daemon fault: look again shortly
             if getattr(getattr(e, "response", None), "status_code", None) == 404:
                 return   # already gone (the daemon's "no such container")
+            if "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower():
+                return   # a daemon that does not answer: asking again waits as long each
+                # time (minutes in all); the next envgen's reap removes it by its labels
             time.sleep(0.2 * (attempt + 1))
     _remove_labelled(c, token)
 

@@ -13,9 +13,34 @@ from dataclasses import dataclass, replace
 from ..core.errors import InputError
 from . import gpu_access
 from . import profile as run_profile
-from .docker import Target
+from .docker import CHILD_WAIT, Target
 
 WORKSPACE = "/workspace"
+
+# The container's PID 1, run by the image's python: it starts the command as its child and
+# passes on the signals the docker CLI forwards (SIGTERM, SIGHUP; SIGINT without a terminal,
+# where Ctrl-C reaches the command through the terminal itself). A command that is PID 1
+# itself ignores SIGTERM and SIGINT unless it installs handlers, so `kill` of envgen run
+# left its container running. No docker-init is needed (some daemons lack one).
+PID1 = """
+import os, signal, sys
+argv = sys.argv[1:]
+child = os.fork()
+if child == 0:
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        sys.stderr.write(f"envgen run: {argv[0]}: {e.strerror}\\n")
+        os._exit(127)
+def forward(signum, _frame):
+    try:
+        os.kill(child, signum)
+    except ProcessLookupError:
+        pass
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(s, forward)
+signal.signal(signal.SIGINT, signal.SIG_IGN if os.isatty(0) else forward)
+""" + CHILD_WAIT
 
 
 @dataclass(frozen=True)
@@ -52,11 +77,17 @@ def docker_argv(docker: str, target: Target, plan: gpu_access.GpuPlan,
         profile = replace(profile, user=f"{os.getuid()}:{os.getgid()}",
                           env=(*profile.env, ("HOME", "/tmp")))
     profile = replace(profile, env=(*profile.env, *opts.env))
+    # envgen execs the docker CLI, which keeps this process: a container whose docker CLI
+    # was killed is an orphan the next envgen command removes (docker.reap)
+    from .docker import CALL_LABEL, OWNER_LABEL, PIDNS_LABEL, owner, pid_namespace
     argv = [docker, "run", "--rm", *profile.docker_flags(), "--label", "io.envgen.run=1"]
+    for key, value in ((OWNER_LABEL, owner()), (PIDNS_LABEL, pid_namespace()),
+                       (CALL_LABEL, os.urandom(8).hex())):
+        argv += ["--label", f"{key}={value}"]
     argv += ["-it"] if opts.tty else ["-i"]
     if opts.mount:
         argv += ["-v", f"{opts.mount}:{WORKSPACE}", "-w", WORKSPACE]
-    return [*argv, target.image_id, *opts.command]
+    return [*argv, target.image_id, "python", "-c", PID1, *opts.command]
 
 
 def shown(argv: list[str]) -> str:
