@@ -208,8 +208,11 @@ def test_containers_get_an_owner_a_deadline_init_and_their_own_limit():
     # a payload printing without end: its log keeps the last 64 MB, not the whole disk
     assert made["log_config"] == {"type": "json-file",
                                   "config": {"max-size": "64m", "max-file": "1"}}
-    # and its PID 1 refuses to start a payload as uid 0, whatever name maps to it
-    assert "os.getuid() == 0" in made["command"][2]
+    # a probe (the lock's pip list) runs as the image's user; certification's PID 1
+    # refuses to start a payload as uid 0, whatever name maps to it
+    assert "os.getuid() == 0" not in made["command"][2]
+    engine.run_to_end(client, "img", ["python", "x.py"], 100, refuse_root=True)
+    assert "os.getuid() == 0" in made["command"][2] and "signal.alarm" in made["command"][2]
 
 
 def test_a_signal_while_the_container_is_being_created_still_removes_it():

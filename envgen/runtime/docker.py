@@ -249,13 +249,17 @@ def remove_image(c, ref: str) -> None:
 # was killed. A handler is installed, so the alarm is not ignored as a PID 1's default
 # signals are; no docker-init is needed (some daemons lack one). Grandchildren that lose
 # their parent are reaped here too.
-_LIMIT = """
-import os, signal, sys
-limit, argv = int(sys.argv[1]), sys.argv[2:]
+# certification's: a payload never runs as uid 0, whatever name the image's user has
+_NO_ROOT = """
+import os, sys
 if os.getuid() == 0 or os.geteuid() == 0:
     sys.stderr.write("envgen: refused to run the payload as root (uid 0): the image's user "
                      "maps to root; envgen certifies as a user that is not root\\n")
     os._exit(126)
+"""
+_LIMIT = """
+import os, signal, sys
+limit, argv = int(sys.argv[1]), sys.argv[2:]
 child = os.fork()
 if child == 0:
     os.setpgid(0, 0)
@@ -314,14 +318,15 @@ def _follow(container, on_line):
 
 
 def run_to_end(c, image: str, command: list[str], timeout: float, before_start=None,
-               labels: dict | None = None, on_stderr_line=None,
+               labels: dict | None = None, on_stderr_line=None, refuse_root: bool = False,
                **create_kwargs) -> tuple[int, str, str]:
     """Run `command` (its first word a program on the image's PATH; the image has python)
     in a new container of `image` and return (exit code, stdout, stderr). Past `timeout` s
     the container is killed and TimeoutError raised; past timeout + GRACE_S it ends itself.
     It is removed on every path, Ctrl-C and SIGTERM included; after a SIGKILL the next
     envgen removes it (`reap`). `before_start(container)` may inspect it first;
-    `on_stderr_line(text)` sees the container's stderr line by line while it runs."""
+    `on_stderr_line(text)` sees the container's stderr line by line while it runs.
+    `refuse_root`: the container's PID 1 starts nothing as uid 0 (certification)."""
     limit = int(timeout) + GRACE_S
     token = os.urandom(8).hex()
     labels = {**(labels or {}), OWNER_LABEL: owner(), PIDNS_LABEL: pid_namespace(),
@@ -334,7 +339,8 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
         # being removed, and the removal failed.
         with deferred() as held:
             try:
-                container = c.containers.create(image, command=["python", "-c", _LIMIT,
+                pid1 = (_NO_ROOT + _LIMIT) if refuse_root else _LIMIT
+                container = c.containers.create(image, command=["python", "-c", pid1,
                                                                 str(limit), *command],
                                                 detach=True, labels=labels,
                                                 **{"log_config": _LOG_CONFIG, **create_kwargs})

@@ -178,7 +178,8 @@ class DockerSandbox:
         def start(p):
             return self.engine.run(self.target.image_id, argv, timeout, profile=p,
                                    before_start=hash_payload if payload else None,
-                                   on_stderr_line=on_stderr_line, labels=CERTIFY_LABELS)
+                                   on_stderr_line=on_stderr_line, labels=CERTIFY_LABELS,
+                                   refuse_root=True)
         self.run_profile, result = run_profile.settle(self.run_profile, start)
         return result
 
