@@ -4,6 +4,7 @@ with `sbatch --parsable`, reading state with `sacct` (or, where accounting is of
 `scontrol show job` and the tasks' own result files), resubmitting failed indices."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -374,6 +375,14 @@ def _result(folder: Path, index: int, job_id: str | None) -> tuple[dict | None, 
                                                         "certificate's JSON object")
 
 
+@functools.lru_cache(maxsize=1)
+def _matrix():
+    """The bundled matrix, loaded once per collect (load_matrix hashes its files and
+    envgen's code to find its cache: once per task was that much work per task)."""
+    from ..matrix import load_matrix
+    return load_matrix()
+
+
 def _judged(cert: dict, task: dict) -> str | None:
     """Why a task's result may not count (cert_trust's judgement of every door, and the
     task's own stack), or None."""
@@ -390,8 +399,7 @@ def _judged(cert: dict, task: dict) -> str | None:
     want = task.get("gpu")
     if want and task.get("level") != "cpu":   # the target's GPU, as the matrix names it
         from ..certs.certificate import gpus_of
-        from ..matrix import load_matrix
-        m = load_matrix()
+        m = _matrix()
         ran = {(m.gpu(n).name if m.gpu(n) is not None else n) for n in gpus_of(cert)}
         if ran != {want}:
             return (f"its certificate ran on {', '.join(sorted(ran)) or 'no GPU'}, not on "

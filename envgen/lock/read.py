@@ -32,19 +32,22 @@ _TOKEN_RE = None
 
 
 def _keys(text: str):
-    """(depth, decoded key, line) of every object key of a JSON text, in one walk over its
-    strings and brackets: a string that a ':' follows is a key of the object it is in.
-    Escaped keys ("cr\\u0065ated") are decoded, so they are found as what they say."""
+    """(depth, object, decoded key, line) of every object key of a JSON text, in one walk
+    over its strings and brackets: a string that a ':' follows is a key of the object it
+    is in (`object` numbers the objects in the order they open). Escaped keys
+    ("cr\\u0065ated") are decoded, so they are found as what they say."""
     import re
     global _TOKEN_RE
     _TOKEN_RE = _TOKEN_RE or re.compile(r'"(?:\\.|[^"\\])*"\s*:?|[{}\[\]]')
-    level, line, last = 0, 1, 0
+    line, last, opened, inside = 1, 0, 0, []
     for m in _TOKEN_RE.finditer(text):
         tok = m.group()
         if tok in "{[":
-            level += 1
+            opened += 1
+            inside.append(opened)
         elif tok in "}]":
-            level -= 1
+            if inside:
+                inside.pop()
         elif tok.endswith(":"):
             line += text.count("\n", last, m.start())
             last = m.start()
@@ -52,7 +55,7 @@ def _keys(text: str):
                 key = json.loads(tok[:-1].rstrip())
             except ValueError:
                 continue
-            yield level, key, line
+            yield len(inside), inside[-1] if inside else 0, key, line
 
 
 def _key_lines(text: str, depth: int) -> dict[str, int]:
@@ -60,7 +63,7 @@ def _key_lines(text: str, depth: int) -> dict[str, int]:
     the file's own keys, 2: a stack's name under "stacks"), not a same-named key deeper in
     (a certificate's "created")."""
     out: dict[str, int] = {}
-    for level, key, line in _keys(text):
+    for level, _obj, key, line in _keys(text):
         if level == depth:
             out.setdefault(key, line)
     return out
@@ -72,26 +75,13 @@ def _key_line(text: str, key: str, depth: int) -> int | None:
 
 def _second_line(text: str, key: str) -> int | None:
     """The line of the second copy of `key` in one object (json.loads refused the file for
-    it): the walk keeps each open object's keys."""
-    import re
-    global _TOKEN_RE
-    _TOKEN_RE = _TOKEN_RE or re.compile(r'"(?:\\.|[^"\\])*"\s*:?|[{}\[\]]')
-    open_: list[set | None] = []
-    for m in _TOKEN_RE.finditer(text):
-        tok = m.group()
-        if tok in "{[":
-            open_.append(set() if tok == "{" else None)
-        elif tok in "}]":
-            if open_:
-                open_.pop()
-        elif tok.endswith(":") and open_ and open_[-1] is not None:
-            try:
-                got = json.loads(tok[:-1].rstrip())
-            except ValueError:
-                continue
-            if got == key and got in open_[-1]:
-                return text.count("\n", 0, m.start()) + 1
-            open_[-1].add(got)
+    it)."""
+    seen = set()
+    for _level, obj, got, line in _keys(text):
+        if got == key:
+            if obj in seen:
+                return line
+            seen.add(obj)
     return None
 
 

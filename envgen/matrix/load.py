@@ -378,14 +378,15 @@ def _cross_check(m: Matrix, problems: list) -> None:
                 if ver and (lib_name, ver) not in libs:
                     _problem(problems, r, f"{where}: unknown {lib_name} version {ver!r}")
                 elif ver and v.cuda in cudas:
+                    lib = m.library(lib_name, ver)
                     try:
-                        spec = SpecifierSet(m.library(lib_name, ver).cuda)
+                        spec = SpecifierSet(lib.cuda)
                     except InvalidSpecifier:
                         continue   # reported once, on the library itself
                     if ".".join(v.cuda.split(".")[:2]) not in spec:
                         _problem(problems, r, f"{where}: {lib_name} {ver} does not support "
                                               f"CUDA {v.cuda}")
-                    floor = m.library(lib_name, ver).min_cc
+                    floor = lib.min_cc
                     older = [cc for cc in v.compute_capabilities
                              if floor and Version(cc) < Version(floor)]
                     if older:

@@ -20,6 +20,9 @@ A CUDA variant pins what `jax[cudaNN]` installs:
 Companions: the newest Flax and optax whose Requires-Dist admits that jax."""
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -97,11 +100,24 @@ def matrix_cuda(run: Run, reader: str) -> tuple[dict, dict[str, list[str]]]:
     return doc, cuda_rows(doc)
 
 
+def _library_rows(run: Run) -> list[dict]:
+    """The rows of the matrix's libraries.yaml, read once per file (each variant asked for
+    them twice, each read and parsed the file again)."""
+    path = run.folder / "libraries.yaml"
+    st = path.stat()
+    return _read_rows(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_rows(path: str, _mtime_ns: int, _size: int) -> list[dict]:
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return list(doc.get("libraries") or [])
+
+
 def _libraries(run: Run) -> dict[str, dict[str, list[str]]]:
     """cudnn / nccl -> {version: []} for the versions the matrix's libraries.yaml holds."""
-    doc = yaml.safe_load((run.folder / "libraries.yaml").read_text(encoding="utf-8")) or {}
     out: dict[str, dict[str, list[str]]] = {"cudnn": {}, "nccl": {}}
-    for row in doc.get("libraries") or []:
+    for row in _library_rows(run):
         out.setdefault(str(row["name"]), {})[str(row["version"])] = []
     return out
 
@@ -109,8 +125,7 @@ def _libraries(run: Run) -> dict[str, dict[str, list[str]]]:
 def _cudnn_floor(run: Run, version: str | None) -> str | None:
     """The oldest compute capability cuDNN `version` supports, as libraries.yaml states it
     (min_cc), or None."""
-    doc = yaml.safe_load((run.folder / "libraries.yaml").read_text(encoding="utf-8")) or {}
-    return next((str(row["min_cc"]) for row in doc.get("libraries") or []
+    return next((str(row["min_cc"]) for row in _library_rows(run)
                  if row.get("name") == "cudnn" and str(row.get("version")) == version
                  and row.get("min_cc")), None)
 

@@ -598,13 +598,19 @@ def _fits(f: dict, want: str, ver) -> bool:
     return n == want and v == ver
 
 
+def index_order(extra, index: str) -> list[str]:
+    """The indexes uv asks, in its order (first-index): the extra ones, then `index`; a
+    trailing slash is the same index."""
+    return list(dict.fromkeys([*(u.rstrip("/") for u in extra if u), index]))
+
+
 def hash_pin(name: str, version: str, python: str, platform: str, index: str,
              fetch=fetch_json, extra: tuple[str, ...] = ()) -> Pin:
     """The exact file of name==version for this interpreter and its sha256, or a Pin with a
     note saying why the index gave none. With `extra` indexes the file comes from the index
     uv took it from: uv's default strategy (first-index) asks the extra indexes in their
     order, then `index`, and takes the first that serves the project at all."""
-    order = list(dict.fromkeys([*(u.rstrip("/") for u in extra if u), index]))
+    order = index_order(extra, index)
     for at in order:
         try:
             data = fetch(f"{at}/{canonical_name(name)}/")

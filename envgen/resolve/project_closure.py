@@ -208,7 +208,7 @@ def _sdist_paths(pins, layer, index: str) -> dict[str, Path | None]:
 
     # the team's extra indexes first, then the stack's, as hash_pin asked them: the file
     # is the one of that name and sha256, whichever index serves it
-    order = list(dict.fromkeys([*(u.rstrip("/") for u in layer.indexes if u), index]))
+    order = cl.index_order(layer.indexes, index)
 
     def path(p) -> Path | None:
         return held.get(canonical_name(p.name)) or next(
@@ -263,8 +263,7 @@ def _sdist_build_pins(stack: Stack, layer, pins, index: str, kernels: set,
         return ()
     missing = next((p for p in sdists if paths.get(canonical_name(p.name)) is None), None)
     if missing is not None:   # a passing fault: asked again next time
-        where = ", ".join(dict.fromkeys([*(u.rstrip("/") for u in layer.indexes if u),
-                                         index]))
+        where = ", ".join(cl.index_order(layer.indexes, index))
         raise EnvironmentMissing(f"the build requirements of the project's sdists: the sdist "
                                  f"{missing.file} could not be fetched from {where}")
     found = [build_requires(paths[canonical_name(p.name)]) for p in sdists]

@@ -257,6 +257,18 @@ if os.getuid() == 0 or os.geteuid() == 0:
                      "maps to root; envgen certifies as a user that is not root\\n")
     os._exit(126)
 """
+# the end of a container's PID 1 (this one and envgen run's): it reaps every process that
+# ends under it and exits with its child's code (128 + N for a signal N)
+CHILD_WAIT = """
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        os._exit(1)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+"""
 _LIMIT = """
 import os, signal, sys
 limit, argv = int(sys.argv[1]), sys.argv[2:]
@@ -275,19 +287,7 @@ def stop(signum, _frame):
 for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, stop)
 signal.alarm(limit)
-""" + """
-while True:
-    try:
-        pid, status = os.wait()
-    except ChildProcessError:
-        os._exit(1)
-    if pid == child:
-        code = os.waitstatus_to_exitcode(status)
-        os._exit(code if code >= 0 else 128 - code)
-"""
-# the end of a container's PID 1 (this one and envgen run's): it reaps every process that
-# ends under it and exits with its child's code (128 + N for a signal N)
-CHILD_WAIT = _LIMIT[_LIMIT.index("\nwhile True:"):]
+""" + CHILD_WAIT
 GRACE_S = 30
 # A payload that prints without end fills neither the daemon's disk nor envgen's memory:
 # its log keeps the last 64 MB (the report is its last line), read once it ends.
