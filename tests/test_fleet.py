@@ -492,3 +492,73 @@ def test_a_task_time_is_a_minute_to_a_day_and_two_for_kubernetes(tmp_path, value
             kubernetes.write(f, tmp_path / "k8s", images=images)
     else:
         assert kubernetes.write(f, tmp_path / "k8s", images=images)["manifests"]
+
+
+def _collected(tmp_path, monkeypatch, text, cert_change, submitted=None, index=0):
+    tmp_path.mkdir(exist_ok=True)
+    f = fleet_of(tmp_path, text)
+    run = Path(slurm.write(f, tmp_path / "run")["folder"])
+    sub = {"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]}
+    slurm.record(run, [sub | ({"submitted": submitted} if submitted else {})])
+    cert = passing_result(run, index)
+    cert_change(cert)
+    (run / "results" / f"{index}-101.json").write_text(json.dumps(cert))
+    monkeypatch.setattr(slurm, "scheduler_states", lambda jobs: (
+        {("101", i): "COMPLETED" for i in range(4)}, "sacct"))
+    return next(r for r in slurm.verdicts(run, f)[0] if r["index"] == index)
+
+
+def test_collect_refuses_a_certificate_made_before_its_job_was_submitted(tmp_path,
+                                                                        monkeypatch):
+    """A result file is named by its job, but a file copied there from an earlier run is no
+    proof of this one: a certificate older than the submission (beyond the clock skew a
+    cluster may have) does not count."""
+    sent = "2026-12-06T12:00:00Z"
+    row = _collected(tmp_path, monkeypatch, GOOD,
+                     lambda c: c.update(created="2026-12-05T12:00:00Z"), sent)
+    assert row["verdict"] == "failed" and "before the job was submitted at " + sent in \
+        row["why"], row
+    row = _collected(tmp_path / "b", monkeypatch, GOOD,
+                     lambda c: c.update(created="2026-12-06T11:58:00Z"), sent)
+    assert row["verdict"] == "passed", row   # within the skew
+    row = _collected(tmp_path / "c", monkeypatch, GOOD,
+                     lambda c: c.update(created="2026-12-06T12:30:00Z"), sent)
+    assert row["verdict"] == "passed", row
+
+
+IMAGE = "registry.example/team/pytorch-cu121@sha256:" + "d" * 64
+BY_IMAGE = GOOD.replace("stacks: [pytorch-cu121, jax-cuda12]",
+                        f"stacks:\n  - {{spec: pytorch-cu121, image: '{IMAGE}'}}\n"
+                        f"  - jax-cuda12")
+
+
+def test_collect_refuses_a_certificate_of_another_image_than_the_tasks(tmp_path, monkeypatch):
+    """A task that names its image by digest passes only on a run of that image: a passing
+    certificate of the same stack from another image (another build, another tag) is not
+    the task's."""
+    row = _collected(tmp_path, monkeypatch, BY_IMAGE, lambda c: c.pop("image_digests", None))
+    assert row["verdict"] == "failed" and f"not of task 0's {IMAGE}" in row["why"], row
+    row = _collected(tmp_path / "b", monkeypatch, BY_IMAGE, lambda c: c.update(
+        image_digests=["registry.example/team/pytorch-cu121@sha256:" + "e" * 64]))
+    assert row["verdict"] == "failed", row
+    row = _collected(tmp_path / "c", monkeypatch, BY_IMAGE, lambda c: c.update(
+        image_digests=[IMAGE]))
+    assert row["verdict"] == "passed", row
+
+
+@pytest.mark.parametrize("ref, cert, named", [
+    ("sha256:" + "a" * 12, {"image_id": "sha256:" + "a" * 64}, True),
+    ("sha256:" + "b" * 12, {"image_id": "sha256:" + "a" * 64}, False),
+    ("docker.io/library/x:1", {"image_tags": ["x:1"]}, True),
+    ("docker.io/org/x", {"image_tags": ["org/x:latest"]}, True),
+    ("org/x", {"image_tags": ["org/x:2"]}, False),
+    ("localhost:5000/x:1", {"image_tags": ["localhost:5000/x:1"]}, True),
+    ("localhost:5000/x", {"image_tags": ["localhost:5000/x:1"]}, False),
+    ("x:1@sha256:" + "d" * 64, {"image_digests": ["x@sha256:" + "d" * 64]}, True),
+    ("x@sha256:" + "d" * 64, {"image_digests": ["y@sha256:" + "d" * 64]}, False),
+    ("x@sha256:" + "d" * 64, {"image_tags": ["x:latest"]}, False),
+    ("/scratch/a.sif", {"image_tags": ["/scratch/a.sif"]}, True),
+    ("/scratch/a.sif", {"image_tags": ["/scratch/b.sif"]}, False)])
+def test_a_certificate_names_the_image_a_reference_names(ref, cert, named):
+    from envgen.certs.certificate import names_image
+    assert names_image({"image_id": "sha256:" + "f" * 64} | cert, ref) is named

@@ -205,7 +205,7 @@ def certify(engine: Engine, ref: str, host: HostGpus, gpus: str = "auto",
                 progress(f"{'PASS' if check['passed'] else 'FAIL'} {check['name']}: "
                          f"{check['detail']}"[:200])
     start = certificate.head(
-        image_id=target.image_id, image_content=box.content,
+        image_id=target.image_id, image_content=box.content, digests=target.repo_digests,
         tags=sorted(set(target.tags) | set(tags)),
         profile="-".join(filter(None, (
             box.profile,

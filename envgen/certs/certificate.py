@@ -71,6 +71,12 @@ CERTIFICATE = {
                        "items": {"type": "string", "minLength": 1, "maxLength": 1000,
                                  "message": "image_tags holds {value}, which is not one "
                                             "printable line"}},
+        "image_digests": {"type": "array", "maxItems": 1000,
+                          "message": "image_digests is not a list of repository digests",
+                          "items": {"type": "string",
+                                    "pattern": r"^[\x21-\x3f\x41-\x7e]{1,255}@sha256:[0-9a-f]{64}$",
+                                    "message": "image_digests holds {value}, which is not "
+                                               "REPOSITORY@sha256:<64 hex digits>"}},
         "host": {"type": "object", "message": _HOST, "properties": {
             "gpus": {"type": "array", "items": {"type": "object", "properties": {
                 "name": {"type": "string", "pattern": r"^[\x20-\x7e]{1,128}$",
@@ -211,18 +217,48 @@ def readable(c: object) -> bool:
 
 # ---- building ------------------------------------------------------------------------------
 
+def _familiar(name: str) -> str:
+    """An image name as the Docker daemon writes it (docker.io/library/x:t -> x:t,
+    docker.io/org/x -> org/x), so a name a user wrote matches the one a certificate holds."""
+    name = name.removeprefix("docker.io/")
+    return name.removeprefix("library/") if name.count("/") == 1 else name
+
+
+def names_image(cert: dict, ref: str) -> bool:
+    """Whether the certificate is of the image `ref` names: an image ID (sha256:..., or the
+    start of one), NAME@sha256:DIGEST (one of its repository digests), or NAME[:TAG] (one
+    of its tags; no tag means latest). A SIF is named by its path, which is its tag."""
+    image_id = cert.get("image_id") or ""
+    if re.fullmatch(r"sha256:[0-9a-f]{12,64}", ref, re.ASCII):
+        return image_id.startswith(ref)
+    name, at, digest = ref.partition("@")
+    if at:
+        repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+        return any(d.partition("@")[2] == digest and
+                   _familiar(d.partition("@")[0]) == _familiar(repo)
+                   for d in cert.get("image_digests") or ())
+    if ref.startswith("/"):   # a SIF's path
+        return ref in (cert.get("image_tags") or ())
+    if ":" not in ref.rsplit("/", 1)[-1]:
+        ref += ":latest"
+    return _familiar(ref) in {_familiar(t) for t in cert.get("image_tags") or ()}
+
+
 def now() -> str:
     """This moment as a certificate's `created`."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def head(*, image_id: str, tags, profile: str, params: dict, stack: Stack,
-         payload: dict, image_content: str | None = None) -> dict:
+         payload: dict, image_content: str | None = None, digests=()) -> dict:
     """What is known of a certification before it runs: what every certificate starts with,
     whatever the engine (and the template a Kubernetes pod completes itself).
     `image_content`: what the image's bits are whatever its build's clock
-    (runtime.docker.content_of), so a rebuild with the same layers is found certified."""
+    (runtime.docker.content_of), so a rebuild with the same layers is found certified.
+    `digests`: the image's repository digests (REPOSITORY@sha256:...), so a run of an image
+    named by digest can be told apart from a run of another image."""
     return {"schema": SCHEMA, "image_id": image_id, "image_tags": list(tags),
+            **({"image_digests": sorted(digests)} if digests else {}),
             **({"image_content": image_content} if image_content else {}),
             "profile": profile, "params": params, "stack": stack.to_json(),
             "payload": payload, "envgen_version": __version__}

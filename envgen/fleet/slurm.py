@@ -4,6 +4,7 @@ with `sbatch --parsable`, reading state with `sacct` (or, where accounting is of
 `scontrol show job` and the tasks' own result files), resubmitting failed indices."""
 from __future__ import annotations
 
+import calendar
 import functools
 import json
 import re
@@ -205,12 +206,13 @@ MAX_RESULT = 16 << 20   # a task's certificate (certs.MAX_BYTES)
 _INDEX = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
 _SCRIPT = {"type": "string", "pattern": r"^slurm/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.sbatch$"}
 _TEXT = {"type": "string", "maxLength": 1000}
+_MAYBE_TEXT = {"anyOf": [{"type": "null"}, _TEXT]}
 TASKS_SCHEMA = {
     "type": "object", "required": ["tasks", "fleet_sha256"],
     "properties": {"tasks": {"type": "array", "maxItems": 100_000, "items": {
         "type": "object", "required": ["index", "stack", "spec", "target", "script"],
         "properties": {"index": _INDEX, "stack": _TEXT, "spec": _TEXT, "target": _TEXT,
-                       "script": _SCRIPT}}}}}
+                       "image": _MAYBE_TEXT, "sif": _MAYBE_TEXT, "script": _SCRIPT}}}}}
 JOBS_SCHEMA = {
     "type": "object", "required": ["submissions"],
     "properties": {"submissions": {"type": "array", "maxItems": 100_000, "items": {
@@ -383,16 +385,34 @@ def _matrix():
     return load_matrix()
 
 
-def _judged(cert: dict, task: dict) -> str | None:
-    """Why a task's result may not count (cert_trust's judgement of every door, and the
-    task's own stack), or None."""
-    from ..certs.certificate import intrinsic_problem
+def _seconds(utc) -> float | None:
+    """2026-12-01T12:00:00Z (a certificate's `created`, a submission's `submitted`) as
+    seconds since the epoch; None when it is not one."""
+    try:
+        return calendar.timegm(time.strptime(str(utc)[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _judged(cert: dict, task: dict, submitted: str | None = None) -> str | None:
+    """Why a task's result may not count (cert_trust's judgement of every door, the task's
+    own stack and image, and a run no older than its submission), or None."""
+    from ..certs.certificate import SKEW_S, intrinsic_problem, names_image
     why = intrinsic_problem(cert)
     if why:
         return why
     stack = cert["stack"]["stack"]
     if stack != task["stack"]:
         return f"its certificate is of stack {stack}, not of task {task['index']}'s {task['stack']}"
+    named = task.get("sif") or task.get("image")
+    if named and not names_image(cert, named):
+        return (f"its certificate is of image {cert['image_id'][:19]} "
+                f"({', '.join(cert.get('image_tags') or []) or 'no tags'}), not of task "
+                f"{task['index']}'s {named}")
+    made, sent = _seconds(cert.get("created")), _seconds(submitted)
+    if made is not None and sent is not None and made < sent - SKEW_S:
+        return (f"its certificate was made at {cert['created']}, before the job was "
+                f"submitted at {submitted}: it is not this job's run")
     if task.get("level") and cert.get("level") != task["level"]:
         return (f"its certificate is at level {cert.get('level')}, not the task's "
                 f"{task['level']}")
@@ -450,7 +470,7 @@ def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
         state = states.get((sub["job_id"], t["index"])) if sub else None
         cert, why = _result(folder, t["index"], sub["job_id"] if sub else None)
         if cert is not None:
-            why = _judged(cert, t)
+            why = _judged(cert, t, sub.get("submitted") if sub else None)
             cert = None if why else cert
         verdict, reason = _verdict(state, sub, cert, why)
         out.append({"index": t["index"], "stack": t["stack"], "spec": t["spec"],
@@ -466,12 +486,15 @@ def store_passed(folder: Path, rows: list[dict]) -> list[str]:
     again). A store that fails (a full disk) is exit 3, naming what was stored."""
     from ..certs import store as certs
     stored = []
+    sent = {s["job_id"]: s.get("submitted") for s in submissions(folder)}
+    tasks = {t["index"]: t for t in
+             _read_json(folder / "tasks.json", {"tasks": []}, TASKS_SCHEMA)["tasks"]}
     for row in rows:
         if row["verdict"] != "passed":
             continue
         cert, _ = _result(folder, row["index"], row["job_id"])
         why = "its result file changed while collected" if cert is None else \
-            _judged(cert, row)
+            _judged(cert, {**tasks.get(row["index"], {}), **row}, sent.get(row["job_id"]))
         if why:
             row["verdict"], row["why"] = "failed", f"refused: {why}"
             continue
