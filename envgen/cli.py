@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from . import __version__
+from .core import leftovers
 from .core.errors import EnvgenError, EnvironmentMissing, InputError, InternalError, shown
 
 
@@ -807,8 +808,11 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         if as_program and signum != signal.SIGINT:
             previous.clear()   # the process ends: a late SIGTERM of a burst stays ignored
+        left = leftovers.taken()
         print(f"envgen: {'interrupted' if signum == signal.SIGINT else 'terminated'} "
-              f"({signal.Signals(signum).name}); nothing half-done was kept", file=sys.stderr)
+              f"({signal.Signals(signum).name}); "
+              f"{leftovers.sentence(left) if left else 'nothing half-done was kept'}",
+              file=sys.stderr)
         return 128 + signum
     except BrokenPipeError:
         return 0
@@ -835,6 +839,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         from .commands._common import close_progress
         close_progress()
+        left = leftovers.taken()   # what an error or a success could not clean up either
+        if left:
+            print(f"envgen: {leftovers.sentence(left)}", file=sys.stderr)
         sys.stdout, sys.stderr = streams
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -402,5 +402,53 @@ def test_a_daemon_that_stops_answering_is_not_asked_five_times_to_remove():
     listed = []
     client = types.SimpleNamespace(containers=types.SimpleNamespace(
         list=lambda **kw: listed.append(kw) or []))
+    from envgen.core import leftovers
+    leftovers.taken()
     engine._remove(client, Container(), "token")
     assert calls == [1] and listed == []
+    assert leftovers.taken() == [f"container labelled {engine.CALL_LABEL}=token"]
+
+
+def test_a_container_the_daemon_did_not_remove_is_named_not_called_nothing_kept(
+        monkeypatch, capsys):
+    """A daemon that stops answering while envgen cleans up leaves the container behind:
+    the last words name it instead of claiming nothing half-done was kept."""
+    import argparse
+
+    import requests
+
+    from envgen import cli
+    from envgen.core import leftovers
+
+    class Container:
+        id = "0123456789abcdef"
+
+        def remove(self, force):
+            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=5)")
+
+    def command(args):
+        engine._remove(types.SimpleNamespace(), Container(), "token")
+        raise KeyboardInterrupt
+
+    def parser():
+        p = argparse.ArgumentParser()
+        p.set_defaults(func=command)
+        return p
+    monkeypatch.setattr(cli, "build_parser", parser)
+    leftovers.taken()
+    assert cli.main([]) == 130
+    err = capsys.readouterr().err
+    assert "left behind: container 0123456789ab" in err and "nothing half-done" not in err
+    assert leftovers.taken() == []
+    monkeypatch.setattr(cli, "build_parser", lambda: _interrupting(argparse))
+    assert cli.main([]) == 130
+    assert "nothing half-done was kept" in capsys.readouterr().err
+
+
+def _interrupting(argparse):
+    p = argparse.ArgumentParser()
+
+    def command(args):
+        raise KeyboardInterrupt
+    p.set_defaults(func=command)
+    return p

@@ -143,3 +143,37 @@ def test_a_setup_py_too_deep_for_pythons_parser_is_one_sentence(tmp_path):
     with pytest.raises(InputError) as e:
         read(p)
     assert "setup.py: " in str(e.value) and "too deep" in str(e.value)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("setup.py", "from setuptools import setup\nsetup(name='x', extras_require="
+                 "{'Fast_Math': ['numpy'], 'other': ['einops']})\n"),
+    ("setup.cfg", "[metadata]\nname = x\n[options.extras_require]\nFast_Math = numpy\n"
+                  "other = einops\n")])
+@pytest.mark.parametrize("asked", ["fast-math", "FAST.math", "Fast_Math"])
+def test_an_extra_is_found_by_its_normalised_name_as_pip_finds_it(tmp_path, name, text,
+                                                                   asked):
+    """PEP 685: pip install .[fast-math] installs the extra a setup.py spells Fast_Math."""
+    p = tmp_path / name
+    p.write_text(text)
+    assert [w.name for w in read(p, extras=(asked,)).requirements] == ["numpy"]
+    with pytest.raises(InputError, match="--extra 'nope'"):
+        read(p, extras=("nope",))
+
+
+def test_a_find_links_folder_is_noted_as_pip_reads_it_not_refused(tmp_path):
+    """`--find-links ./wheels` is common in a team's requirements file: envgen resolves from
+    the index, so it says what becomes of the folder instead of refusing the file."""
+    p = tmp_path / "requirements.txt"
+    p.write_text("--find-links ./wheels\n-f https://example.org/links/\nnumpy==1.26.4\n")
+    got = read(p)
+    assert [w.name for w in got.requirements] == ["numpy"]
+    notes = [n for n in got.notes if "--find-links" in n]
+    assert len(notes) == 2 and notes[0].endswith(
+        "pinned by its sha256") and f"{p}:1:" in notes[0] and f"{p}:2:" in notes[1]
+    for bad_value, words in (("-x", "looks like an option"),
+                             ("https://u:hunter2@example.org/", "login")):
+        p.write_text(f"--find-links {bad_value}\nnumpy==1.26.4\n")
+        with pytest.raises(InputError, match=words) as e:
+            read(p)
+        assert "hunter2" not in str(e.value)

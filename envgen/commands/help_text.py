@@ -12,7 +12,8 @@ exit codes:
   3    the environment lacks something (no Docker daemon, no GPU, a registry or index
        that does not answer, a full disk)
   4    a bug in envgen (run again with --debug and report it)
-  128+N  ended by signal N (130 for Ctrl-C); nothing half-done is kept"""
+  128+N  ended by signal N (130 for Ctrl-C); nothing half-done is kept, or what
+         the daemon did not remove is named"""
 
 ENVIRONMENT = {
     "ENVGEN_HOME": "where certificates, closures, logs and caches live "

@@ -137,7 +137,14 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
                 st.extras.append(check_url(value, opt, file, n).rstrip("/"))
             elif opt in ("-f", "--find-links") or re.match(r"^-f\S", head):
                 value, _ = _value(words, 0, "--find-links" if opt != "-f" else "-f", file, n)
-                st.links.append(check_url(value, "--find-links", file, n))
+                if "://" in value or value.startswith("-"):
+                    st.links.append(check_url(value, "--find-links", file, n))
+                # a folder (pip reads it beside this file) or a page of links: envgen
+                # resolves from the index alone, so say what becomes of it
+                st.notes.append(f"{file}:{n}: --find-links {shown(value)} noted; envgen pins "
+                                f"every file from its index: a wheel only found there goes "
+                                f"in as a path line (./wheels/x-1.0-py3-none-any.whl), "
+                                f"pinned by its sha256")
             elif opt in ("-e", "--editable"):
                 raise bad(f"{shown(line)}: an editable install is the team's own checkout, "
                           f"not a dependency; copy it with `copy:` in envgen.yaml or build "

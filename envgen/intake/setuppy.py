@@ -8,6 +8,8 @@ import ast
 import configparser
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from ..core.errors import shown
 from .line import parse
 from .model import Intake, bad
@@ -116,6 +118,8 @@ def read_setup_py(path: Path, extras=()) -> Intake:
         if not isinstance(table, dict):
             raise bad("extras_require must be a mapping", file, k.value.lineno)
         for e in extras:
+            e = next((key for key in table if isinstance(key, str)
+                      and canonicalize_name(key) == canonicalize_name(e)), e)   # PEP 685
             if e not in table:
                 raise bad(f"--extra {shown(e)}: extras_require has "
                           f"{', '.join(sorted(str(k)[:40] for k in table)) or 'none'}", file,
@@ -161,6 +165,9 @@ def read_setup_cfg(path: Path, extras=()) -> Intake:
 
     take(cfg.get("options", "install_requires", fallback=""), "install_requires")
     for e in extras:
+        if cfg.has_section("options.extras_require"):   # PEP 685: Foo_Bar is foo-bar
+            e = next((key for key in cfg.options("options.extras_require")
+                      if canonicalize_name(key) == canonicalize_name(e)), e)
         if not cfg.has_option("options.extras_require", e):
             have = cfg.options("options.extras_require") if cfg.has_section(
                 "options.extras_require") else []

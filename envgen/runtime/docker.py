@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..core import home as state
+from ..core import leftovers
 from ..core.errors import EnvironmentMissing, InputError
 from ..core.model import Stack
 from ..core.signals import deferred
@@ -130,12 +131,14 @@ def orphaned(labels: dict, now: float, host: str | None = None) -> bool:
     return who == host and pid.isdigit() and not state.pid_alive(int(pid))
 
 
-def _remove_labelled(c, token: str) -> None:
+def _remove_labelled(c, token: str) -> bool:
+    """Remove the containers of this call by their label; False when the daemon did not."""
     try:
         for ct in c.containers.list(all=True, filters={"label": f"{CALL_LABEL}={token}"}):
             ct.remove(force=True)
     except Exception:  # the daemon is gone too: the next envgen's reap() removes it
-        pass
+        return False
+    return True
 
 
 def _inherited(c, ct, labels: dict) -> bool:
@@ -387,10 +390,18 @@ def _remove(c, container, token: str, tries: int = 5) -> None:
             if getattr(getattr(e, "response", None), "status_code", None) == 404:
                 return   # already gone (the daemon's "no such container")
             if "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower():
-                return   # a daemon that does not answer: asking again waits as long each
-                # time (minutes in all); the next envgen's reap removes it by its labels
+                # a daemon that does not answer: asking again waits as long each time
+                # (minutes in all); the next envgen's reap removes it by its labels
+                leftovers.note(f"container {_short(container, token)}")
+                return
             time.sleep(0.2 * (attempt + 1))
-    _remove_labelled(c, token)
+    if not _remove_labelled(c, token):
+        leftovers.note(f"container {_short(container, token)}")
+
+
+def _short(container, token: str) -> str:
+    cid = getattr(container, "id", None)
+    return cid[:12] if isinstance(cid, str) and cid else f"labelled {CALL_LABEL}={token}"
 
 
 # What an image's bits are, for a container that runs them: its layers (by content) and
