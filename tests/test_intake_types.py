@@ -177,3 +177,20 @@ def test_a_find_links_folder_is_noted_as_pip_reads_it_not_refused(tmp_path):
         with pytest.raises(InputError, match=words) as e:
             read(p)
         assert "hunter2" not in str(e.value)
+
+
+def test_each_dependency_is_placed_on_its_own_line_even_forty_thousand_of_them(tmp_path):
+    """Each value's line used to be counted from the top of the file, once per value: 14 s
+    for 40,000 dependencies here. The same text twice is placed on each of its lines."""
+    import time
+    deps = ",\n".join(f'  "pkg{i}>=1.0"' for i in range(40_000))
+    p = tmp_path / "pyproject.toml"
+    p.write_text(f'[project]\nname = "x"\ndependencies = [\n  "numpy",\n  "numpy",\n{deps}\n]\n'
+                 '[project.optional-dependencies]\nfast = ["einops", "einops"]\n')
+    t = time.monotonic()
+    got = read(p, extras=("fast",)).requirements
+    took = time.monotonic() - t
+    assert [w.where.rsplit(":", 1)[1] for w in got[:2]] == ["4", "5"]
+    assert got[40_001].where.endswith(":40005") and got[40_001].name == "pkg39999"
+    assert [w.where.rsplit(":", 1)[1] for w in got[-2:]] == ["40008", "40008"]
+    assert took < 8, f"{took:.1f} s"

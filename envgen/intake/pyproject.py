@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from ..core.errors import shown
 from .line import parse
 from .model import Intake, Wanted, bad, check_url, git_parts
-from .text import line_of, read
+from .text import line_at, line_of, read
 
 
 def _toml(path: Path, what: str) -> tuple[dict, str]:
@@ -63,6 +63,22 @@ def _version(value, name: str, file: str, line: int) -> str:
     return value
 
 
+def _placer(text: str, start: int):
+    """The line of each value of a list, in the order it is written: each is looked for
+    after the one before (then from `start`), so placing n values reads the text once,
+    not n times."""
+    start = max(start, 0)
+    at = start
+
+    def place(value: str) -> int:
+        nonlocal at
+        pos = text.find(value, at)
+        pos = pos if pos >= 0 else text.find(value, start)
+        at = pos + len(value) if pos >= 0 else at
+        return line_at(text, pos)
+    return place
+
+
 def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
     data, text = _toml(path, "pyproject.toml")
     file = str(path)
@@ -79,9 +95,9 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
                   "envgen the requirements file they come from", file,
                   line_of(text, "dynamic"))
     want: list[tuple[str, int]] = []
-    start = text.find("[project]")
+    place = _placer(text, text.find("[project]"))
     for req in _strings(project.get("dependencies", []), "[project] dependencies", file, text):
-        want.append((req, line_of(text, req, max(start, 0))))
+        want.append((req, place(req)))
     optional = _of(project.get("optional-dependencies") or {}, dict,
                    "[project.optional-dependencies]", file, line_of(text, "optional-dependencies"))
     for e in extras:
@@ -90,8 +106,9 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
             raise bad(f"--extra {shown(e)}: [project.optional-dependencies] has "
                       f"{', '.join(sorted(optional)) or 'none'}", file,
                       line_of(text, "optional-dependencies"))
+        place = _placer(text, text.find("optional-dependencies"))
         for req in _strings(optional[key], f"optional-dependencies.{key}", file, text):
-            want.append((req, line_of(text, req, max(text.find("optional-dependencies"), 0))))
+            want.append((req, place(req)))
     dgroups = _of(data.get("dependency-groups") or {}, dict, "[dependency-groups]", file,
                   line_of(text, "dependency-groups"))
     for g in groups:

@@ -2,6 +2,8 @@
 strict UTF-8 without NUL, each failure one sentence with the file."""
 from __future__ import annotations
 
+import bisect
+import functools
 from pathlib import Path
 
 from ..core.errors import InputError
@@ -28,8 +30,19 @@ def read(path: Path, what: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=8)
+def _line_starts(text: str) -> tuple[int, ...]:
+    """Offsets of every newline: placing a value on its line is then a bisection, not a
+    count from the top (40,000 dependencies took 14 s counted, each from the top)."""
+    return tuple(i for i, c in enumerate(text) if c == "\n")
+
+
+def line_at(text: str, offset: int) -> int:
+    """The 1-based line of offset `offset` (1 for a negative one)."""
+    return bisect.bisect_left(_line_starts(text), offset) + 1 if offset >= 0 else 1
+
+
 def line_of(text: str, needle: str, start: int = 0) -> int:
     """The 1-based line where `needle` first appears at or after offset `start` (1 when it
     does not: a value whose line cannot be told is placed at the top)."""
-    at = text.find(needle, start)
-    return text.count("\n", 0, at) + 1 if at >= 0 else 1
+    return line_at(text, text.find(needle, start))
