@@ -448,3 +448,24 @@ def _git_repo(tmp_path):
         subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
     return repo, subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                                 text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("args", [
+    ["matrix", "refresh", "--check", "--index-url", "https://u:S3cretT0ken@127.0.0.1:9/simple",
+     "pytorch"],
+    ["ci", "github", "pytorch-cu121", "--envgen-source",
+     "git+https://user:S3cretT0ken@github.com/x/envgen@" + "a" * 40],
+    ["ci", "devcontainer", "pytorch-cu121", "--registry", "user:S3cretT0ken@registry.test/team"],
+    ["lock", "pytorch-cu121", "-o", "x.lock", "--push", "user:S3cretT0ken@registry.test/team"],
+])
+def test_a_login_in_a_flag_is_refused_masked_before_anything_else(args, tmp_path,
+                                                                  monkeypatch, capsys):
+    """--index-url, --envgen-source, --registry and --push would print the password in their
+    messages (and refused the value for another reason): one sentence that masks it."""
+    from envgen.cli import main
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    code = main([*args, "--json"] if args[0] != "ci" else args)
+    out = capsys.readouterr()
+    assert code == 2, out
+    assert "carries a login" in out.out + out.err and "S3cret" not in out.out + out.err, out

@@ -34,6 +34,11 @@ def parse_repository(text: object) -> str:
     if not isinstance(text, str):
         raise InputError(f"a repository must be a string ({_FORMAT}), not "
                          f"{type(text).__name__}")
+    login, at, after = text.partition("@")
+    if at and "/" not in login and not after.startswith("sha256:"):   # user:token@host/...
+        raise InputError(f"the repository {_show('***@' + text.partition('@')[2])} "
+                         f"carries a login (user:password@): envgen writes repositories into "
+                         f"locks and CI files, so log in with `docker login` instead")
     shown = _show(text)
     if not text:
         raise InputError(f"the repository is empty; give one as {_FORMAT}")

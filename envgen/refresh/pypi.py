@@ -63,7 +63,11 @@ class Refused(CheckFailed):
 
 
 def check_url(url: str, what: str) -> str:
-    """`url` if it is https, or http to this machine; InputError otherwise."""
+    """`url` if it is https, or http to this machine; InputError otherwise (a login in it
+    too: it would be printed and written; ENVGEN_NETRC carries logins)."""
+    from ..core.logins import has_login, refusal
+    if isinstance(url, str) and has_login(url):
+        raise InputError(refusal(what, url))
     try:
         u = urllib.parse.urlsplit(url)
         host = u.hostname or ""

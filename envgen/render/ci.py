@@ -106,6 +106,9 @@ def parse_envgen_source(text: object) -> str:
     one version with its sha256, or at one version alone), else InputError. It reaches a
     `run:` line, so anything else, a shell metacharacter included, is refused here rather
     than quoted."""
+    from ..core.logins import has_login, refusal
+    if isinstance(text, str) and has_login(text):
+        raise InputError(refusal("the envgen source", text))
     shown = repr(text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "...")
     if isinstance(text, str) and _GIT_SOURCE.fullmatch(text):
         return text
