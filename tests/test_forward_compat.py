@@ -1,6 +1,7 @@
 """One forward-compatibility rule for every CUDA release: branch B runs CUDA X through
 cuda-compat when NVIDIA's nvidia/cuda image for X lists brand=tesla,driver>=B,driver<B+1, or
-NVIDIA's current table marks B for X; on data-center and workstation GPUs only. A branch
+NVIDIA's current table marks B for X; on data-center GPUs only (NVIDIA's page adds select
+NGC-Server-Ready RTX SKUs and names none, so no workstation card gets it). A branch
 past its end of life (R470) is named in the reasons, not refused: the table dropped R470
 when it ended, while the 12.4.1, 12.6.3 and 12.8.1 images still admit it."""
 from __future__ import annotations
@@ -66,3 +67,14 @@ def test_r470_runs_no_cuda_13_release(m):
     with pytest.raises(Unsatisfiable, match="R470 is not a forward-compatible branch for "
                                             "CUDA 13.0"):
         _resolve(m, "torch==2.10.0,variant=cu130", R470, "A100")
+
+
+@pytest.mark.parametrize("gpu", ["T400", "Quadro K620", "RTX A6000"])
+def test_forward_compatibility_is_refused_on_a_workstation_card(m, gpu):
+    """NVIDIA: forward compatibility only on data-center GPUs or select NGC Server Ready
+    SKUs of RTX cards, which it does not list; elsewhere the driver answers error 804. A
+    T400 on R535 does not run CUDA 13.0, whatever the images' brand lists admit."""
+    assert m.gpu(gpu).gpu_class == "workstation"
+    v = driver_runs(m, m.cuda_release("13.0.2"), "535.274.02", m.gpu(gpu))
+    assert not v.ok and "not available on workstation GPUs" in v.why, v
+    assert driver_runs(m, m.cuda_release("13.0.2"), "535.274.02", m.gpu("A100")).ok
