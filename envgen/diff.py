@@ -90,6 +90,18 @@ def _host_verdict(m, stack, driver, gpus: tuple[Gpu, ...]) -> dict:
     return v | {"why": f"{g.name}: {v['why']}" if g and len(kinds) > 1 else v["why"]}
 
 
+def cert_runs(m, cert: dict, driver: str, gpus) -> bool:
+    """Whether the certificate's own stack runs under `driver` on every kind of GPU in
+    `gpus` (the matrix's GPUs, None for one it does not know): a pass on driver 525.147.05
+    does not speak for 525.60.11, which runs no CUDA 12 at all."""
+    from .core.model import Stack
+    try:
+        stack = Stack.from_json(cert["stack"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+    return _host_verdict(m, stack, driver, tuple(gpus))["runs"]
+
+
 def _compare(stacks: dict, old_of, new_of) -> dict:
     rows, start, stop, how = {}, [], [], []
     for name, st in stacks.items():
@@ -237,7 +249,8 @@ def fleet_report(m: Matrix, hosts: list[FleetHost], drivers: tuple[str, str] | N
                     "stop_working": [],
                     "runs": [n for n, r in rows.items() if r.get("now", {}).get("runs")]}
         if certs is not None:
-            row["certified"] = on_host(certs, h.gpus, h.driver, m.gpu)
+            row["certified"] = on_host(certs, h.gpus, h.driver, m.gpu, runs=lambda c, h=h:
+                                       cert_runs(m, c, h.driver, h.gpus))
         out.append(row)
     report = {"drivers": list(drivers) if drivers else None, "hosts": out}
     if certs is not None:

@@ -8,7 +8,7 @@ import os
 import time
 
 from .core.errors import EnvgenError
-from .diff import resolve_all, verdict
+from .diff import cert_runs, resolve_all, verdict
 from .matrix import Matrix
 from .runtime import docker as engine
 from .runtime import host
@@ -89,7 +89,9 @@ def certified_here(m: Matrix, cert_list: list[dict], gpus: HostGpus) -> dict[str
                                            "image_id": c["image_id"], "where": "no GPU"})
     if gpus.driver and gpus.gpus:
         kinds = {gpu_of(g.name) for g in gpus.gpus} - {None}
-        for row in on_host(cert_list, kinds, gpus.driver, gpu_of):
+        known = tuple(dict.fromkeys(m.gpu(g.name) for g in gpus.gpus))
+        for row in on_host(cert_list, kinds, gpus.driver, gpu_of,
+                           runs=lambda c: cert_runs(m, c, gpus.driver, known)):
             if row["passed"]:
                 out[row["stack"]] = {"level": "cuda", "created": row["created"],
                                      "image_id": row["image_id"],
@@ -130,19 +132,22 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
             k = gpu_knows(m, known, gpus.driver)
             if not k.ok:
                 problems.append(k.why)
-    first = gpus.gpus[0] if gpus.gpus else None
-    first_known = m.gpu(first.name) if first else None
+    # a host runs a stack when every kind of GPU in it does (as diff --hosts judges it)
+    kinds = list({(g.name, g.cc): (m.gpu(g.name), g) for g in gpus.gpus}.values())
     rows = {}
     for name, st in (resolve_all(m) if stacks is None else stacks).items():
         if isinstance(st, str):
             rows[name] = {"runs": False, "how": None, "why": st}
-        elif st.cuda and (gpus.driver is None or first is None):
+        elif st.cuda and (gpus.driver is None or not kinds):
             rows[name] = {"runs": False, "how": None,
                           "why": "no NVIDIA GPU or driver on this host"}
         elif not st.cuda:
             rows[name] = verdict(m, st, gpus.driver or "0")
         else:
-            rows[name] = verdict(m, st, gpus.driver, first_known, cc=first.cc)
+            judged = [(g, verdict(m, st, gpus.driver, known, cc=g.cc)) for known, g in kinds]
+            bad = next(((g, v) for g, v in judged if not v["runs"]), None)
+            rows[name] = judged[0][1] if bad is None else bad[1] | (
+                {"why": f"{bad[0].name}: {bad[1]['why']}"} if len(kinds) > 1 else {})
     certified = certified or {}
     for name, row in rows.items():
         row["certified"] = certified.get(name)

@@ -81,3 +81,35 @@ def test_doctor_image_leads_with_its_verdict(m, store, monkeypatch, capsys):
     assert lines[0].startswith("image:   envgen/pytorch-cu121:2.4.1 (949494949494)") and \
         lines[0].endswith("passed")
     assert lines[2].startswith("here:")
+
+
+MIXED = ("0, NVIDIA H100 80GB HBM3, GPU-0a, 9.0, 81559, 0, 0, 535.274.02\n"
+         "1, Tesla V100-SXM2-32GB, GPU-1b, 7.0, 32768, 0, 0, 535.274.02\n")
+
+
+def test_a_host_of_two_gpu_kinds_runs_only_what_both_run(m):
+    """doctor judged every stack on GPU 0 alone: with an H100 and a V100 it said stacks with
+    no sm_70 kernels run here, which diff --hosts (every kind of GPU) denied."""
+    r = dr.examine(m, host.parse_query(MIXED), DOCKER_OK, today="2026-11-30")
+    h100 = dr.examine(m, host.parse_query(MIXED.splitlines()[0] + "\n"), DOCKER_OK,
+                      today="2026-11-30")
+    only_h100 = set(h100["runs"]) - set(r["runs"])
+    assert only_h100, "some stack runs on the H100 and not on the V100"
+    name = sorted(only_h100)[0]
+    assert r["stacks"][name]["why"].startswith("Tesla V100"), r["stacks"][name]
+    from envgen.diff import _host_verdict
+    st = dr.resolve_all(m)[name]
+    assert not _host_verdict(m, st, "535.274.02", (m.gpu("H100"), m.gpu("V100")))["runs"]
+
+
+def test_a_pass_on_a_newer_release_of_the_branch_does_not_speak_for_a_too_old_one(m):
+    """A pytorch-cu121 pass on an RTX 4090 under 525.147.05 is not 'certified here' on
+    525.60.11, which is older than CUDA 12's 525.60.13 and runs no CUDA 12 at all."""
+    from envgen.diff import resolve_all
+    st = resolve_all(m)["pytorch-cu121"]
+    cert = made(image_id="sha256:" + "4a" * 32, stack=st.to_json(),
+                gpus=["NVIDIA GeForce RTX 4090"], driver="525.147.05", level="cuda")
+    newer = "0, NVIDIA GeForce RTX 4090, GPU-9f, 8.9, 24564, 300, 3, 525.147.05\n"
+    older = newer.replace("525.147.05", "525.60.11")
+    assert "pytorch-cu121" in dr.certified_here(m, [cert], host.parse_query(newer))
+    assert dr.certified_here(m, [cert], host.parse_query(older)) == {}

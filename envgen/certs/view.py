@@ -60,10 +60,11 @@ def certified_matrix(cert_list: list[dict], runs: dict | None = None) -> dict:
             "rows": [{"stack": n, "cells": cells[n]} for n in sorted(cells)]}
 
 
-def on_host(cert_list: list[dict], gpus, driver: str, gpu_of) -> list[dict]:
+def on_host(cert_list: list[dict], gpus, driver: str, gpu_of, runs=None) -> list[dict]:
     """The certificates that speak for a host: run on a GPU of its kinds (`gpu_of(name)`
-    turns nvidia-smi's name into the matrix's GPU) under its driver's branch; each with
-    `exact_driver` when the driver is its very release. Newest first, one per stack."""
+    turns nvidia-smi's name into the matrix's GPU) under its driver's branch, and (`runs`,
+    given the certificate) of a stack the host's own driver runs; each with `exact_driver`
+    when the driver is its very release. Newest first, one per stack."""
     kinds = set(gpus)
     out: dict[str, dict] = {}
     for c in sorted(cert_list, key=lambda c: (c.get("created") or ""), reverse=True):
@@ -74,6 +75,8 @@ def on_host(cert_list: list[dict], gpus, driver: str, gpu_of) -> list[dict]:
         if not mine or None in mine or not mine <= kinds:
             continue
         if w["driver"].split(".")[0] != driver.split(".")[0]:   # not its driver branch
+            continue
+        if runs is not None and not runs(c):   # the branch, but a release too old for it
             continue
         out.setdefault(stack_name(c), {
             "stack": stack_name(c), "passed": c["passed"], "created": c.get("created"),

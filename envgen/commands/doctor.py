@@ -59,7 +59,7 @@ def _print(r: dict, img: dict | None = None) -> None:
         def cert(c):
             return f"level {c['level']}, {str(c['created'] or '')[:10]}" if c else "-"
         print(table([[n, cert(stacks[n].get("certified")),
-                      "yes" if stacks[n]["runs"] else "cpu only", stacks[n]["how"] or "",
+                      "yes" if stacks[n]["runs"] else "no", stacks[n]["how"] or "",
                       stacks[n]["why"]] for n in can],
                     ["stack", "certified here", "runs", "how", "why"]))
     cannot: dict[str, list[str]] = {}
