@@ -284,8 +284,58 @@ def stack_changes(old: Stack, new: Stack) -> dict:
     return {"fields": fields, "packages": packages}
 
 
+# The tables that say which driver runs which CUDA on which GPU: a change there changes
+# what runs where though no stack's own fields move (keys: each row's identity).
+COMPAT_TABLES = (("drivers", "branch"), ("cuda_majors", "major"), ("cuda", "version"),
+                 ("forward_compat", "cuda"), ("gpus", "name"))
+_PROVENANCE = {"source", "file", "line", "confidence", "why"}
+
+
+def _facts(row) -> dict:
+    from .core.record import fields
+    return {f.name: getattr(row, f.name) for f in fields(row)
+            if f.name not in _PROVENANCE and not f.name.endswith(("_source", "_why"))}
+
+
+def compat_changes(old: Matrix, new: Matrix) -> list[dict]:
+    """Every fact of the compatibility tables that differs: {table, key, field, old, new};
+    a row added or removed is field `row`."""
+    out = []
+    for table, key in COMPAT_TABLES:
+        a = {str(getattr(r, key)): _facts(r) for r in getattr(old, table)}
+        b = {str(getattr(r, key)): _facts(r) for r in getattr(new, table)}
+        for k in sorted(a.keys() | b.keys()):
+            if k not in a or k not in b:
+                out.append({"table": table, "key": k, "field": "row",
+                            "old": "present" if k in a else None,
+                            "new": "present" if k in b else None})
+                continue
+            for f in sorted(a[k]):
+                x, y = a[k][f], b[k].get(f)
+                if x != y:
+                    out.append({"table": table, "key": k, "field": f,
+                                "old": list(x) if isinstance(x, tuple) else x,
+                                "new": list(y) if isinstance(y, tuple) else y})
+    return out
+
+
+def _affected(stack: Stack, changes: list[dict]) -> list[str]:
+    """Which of `changes` bear on this stack: its CUDA release, its CUDA major's floor, its
+    CUDA minor's forward compatibility (a GPU's or a driver branch's row bears on every
+    CUDA stack alike: listed once, in the tables' changes, not under every stack)."""
+    if not stack.cuda:
+        return []
+    release = stack.cuda_release or ""
+    minor = ".".join(release.split(".")[:2])
+    major = release.split(".")[0]
+    return [f"{c['table']} {c['key']}: {c['field']}" for c in changes
+            if (c["table"], c["key"]) in {("cuda", release), ("forward_compat", minor),
+                                          ("cuda_majors", major)}]
+
+
 def matrix_diff(old: Matrix, new: Matrix) -> dict:
     a, b = resolve_all(old), resolve_all(new)
+    compat = compat_changes(old, new)
     changed, unchanged = [], []
     for name in sorted(a.keys() & b.keys()):
         o, n = a[name], b[name]
@@ -299,10 +349,11 @@ def matrix_diff(old: Matrix, new: Matrix) -> dict:
                 "packages": {"added": {}, "removed": {}, "changed": {}}})
             continue
         ch = stack_changes(o, n)
-        if ch["fields"] or any(ch["packages"].values()):
-            changed.append({"stack": name, **ch})
+        because = _affected(n, compat)
+        if ch["fields"] or any(ch["packages"].values()) or because:
+            changed.append({"stack": name, **ch, "compatibility": because})
         else:
             unchanged.append(name)
     return {"old_sha256": old.sha256, "new_sha256": new.sha256,
             "added": sorted(b.keys() - a.keys()), "removed": sorted(a.keys() - b.keys()),
-            "changed": changed, "unchanged": unchanged}
+            "changed": changed, "unchanged": unchanged, "compatibility": compat}

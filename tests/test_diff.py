@@ -300,3 +300,28 @@ def test_matrix_diff_with_driver_uses_the_new_matrix(tmp_path, capsys):
     assert code == 0
     assert "pytorch-cu118" not in out["driver"]["stacks"]
     assert out["driver"]["start_working"] == ["pytorch-cu130"]
+
+
+def test_matrix_diff_reports_a_change_of_what_runs_a_stack_though_no_field_moved(tmp_path,
+                                                                                   capsys):
+    """Removing R535 from CUDA 13.0's forward compatibility changes no stack's own fields,
+    yet an H100 on R535 stops running pytorch-cu130: the diff names the table change and the
+    stacks it bears on."""
+    bundled = Path(__file__).resolve().parents[1] / "matrices"
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder in (old, new):
+        shutil.copytree(bundled, folder, ignore=shutil.ignore_patterns("closures"))
+    text = (new / "cuda.yaml").read_text()
+    at = text.index('  - cuda: "13.0"\n')
+    row = text[at:text.index("\n  - cuda:", at + 1)]
+    assert '"535", ' in row
+    (new / "cuda.yaml").write_text(text.replace(row, row.replace('"535", ', "", 1)))
+    r = d.matrix_diff(load_matrix(old), load_matrix(new))
+    assert {"table": "forward_compat", "key": "13.0", "field": "branches"}.items() <= \
+        r["compatibility"][0].items(), r["compatibility"]
+    ch = {c["stack"]: c for c in r["changed"]}
+    assert ch["pytorch-cu130"]["compatibility"] == ["forward_compat 13.0: branches"]
+    assert "pytorch-cu121" in r["unchanged"]
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "forward_compat 13.0: branches" in out and "pytorch-cu130" in out

@@ -147,10 +147,16 @@ def _print_matrix_diff(r: dict) -> None:
     _say(f"added:   {', '.join(r['added']) or 'none'}", "  ")
     _say(f"removed: {', '.join(r['removed']) or 'none'}", "  ")
     _say(f"changed: {', '.join(c['stack'] for c in r['changed']) or 'none'}", "  ")
+    if r.get("compatibility"):
+        print("  compatibility tables (which driver runs which CUDA on which GPU):")
+        for f in r["compatibility"]:
+            _say(f"{f['table']} {f['key']}: {f['field']}: {f['old']} → {f['new']}", "    ")
     for c in r["changed"]:
         print(f"  {c['stack']}:")
         for f in c["fields"]:
             _say(f"{f['field']}: {f['old']} → {f['new']}", "    ")
+        if c.get("compatibility"):
+            _say(f"what runs it changed: {', '.join(c['compatibility'])}", "    ")
         p = c["packages"]
         for n, (a, b) in p["changed"].items():
             print(f"    package {n}: {a} → {b}")
