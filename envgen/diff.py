@@ -33,7 +33,12 @@ def parse_driver_range(text: str) -> tuple[str, str]:
     old, sep, new = (text or "").partition("..")
     if not sep:
         raise InputError(f"--driver {shown(text)} must be OLD..NEW, e.g. 535.274.02..580.95.05")
-    return check_driver(old, "--driver OLD"), check_driver(new, "--driver NEW")
+    old, new = check_driver(old, "--driver OLD"), check_driver(new, "--driver NEW")
+    bare = next((x for x in (old, new) if "." not in x), None)
+    if bare is not None:   # R525's first release runs no CUDA 12, its latest does
+        raise InputError(f"--driver {shown(text)}: {bare} is a branch, and what runs depends "
+                         f"on the release; give releases, e.g. 525.147.05..535.274.02")
+    return old, new
 
 
 def branch(driver: str) -> str:

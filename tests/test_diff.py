@@ -325,3 +325,17 @@ def test_matrix_diff_reports_a_change_of_what_runs_a_stack_though_no_field_moved
     assert main(["diff", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "forward_compat 13.0: branches" in out and "pytorch-cu130" in out
+
+
+def test_a_bare_branch_is_refused_as_an_upgrade_and_read_as_its_first_release_elsewhere(m):
+    """`--driver 525..535` judged 525 as 525.0.0, older than every real R525 release: 26
+    stacks 'started working' against 7 for 525.147.05..535.274.02. A range takes releases;
+    a single driver given as a branch is read as the branch's first release."""
+    with pytest.raises(InputError, match="525 is a branch, and what runs depends on the "
+                                         "release"):
+        d.parse_driver_range("525..535.274.02")
+    from envgen.resolve.compat import as_release, driver_runs
+    assert as_release(m, "525") == "525.60.11" and as_release(m, "525.147.05") == "525.147.05"
+    cuda = m.cuda_release("12.1.1")
+    assert driver_runs(m, cuda, "535", m.gpu("A100")).why == \
+        driver_runs(m, cuda, m.driver_branch_of("535").first, m.gpu("A100")).why

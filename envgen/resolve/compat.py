@@ -15,7 +15,8 @@ CC_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
 
 
 def check_driver(text, what: str = "--driver") -> str:
-    """A driver version as a user typed it (535, 535.104 or 535.104.05), or InputError."""
+    """A driver version as a user typed it (535, 535.104 or 535.104.05), or InputError; a
+    bare branch is judged as its first release (as_release)."""
     if not isinstance(text, str) or not DRIVER_RE.fullmatch(text):
         raise InputError(f"{what} {shown(text)} is not a driver version like 535.104.05")
     return text
@@ -41,10 +42,22 @@ def driver_cuda(matrix: Matrix, driver: str) -> str | None:
     return rel.short if rel else None
 
 
+def as_release(matrix: Matrix, driver: str) -> str:
+    """A driver as a release: a bare branch (535) is read as the branch's first release in
+    the matrix (535.54.03), the oldest driver it can mean, instead of 535.0.0, which is
+    older than every real release and judged like none of them."""
+    if "." not in driver:
+        row = matrix.driver_branch_of(driver)
+        if row is not None and row.first:
+            return row.first
+    return driver
+
+
 def gpu_knows(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict:
     """Whether `driver` knows `gpu` at all: a GPU needs a driver branch that supports its
     product, neither older than its first driver nor past its last branch, whatever CUDA
     the image carries (forward compatibility included)."""
+    driver = as_release(matrix, driver)
     last = past_last_branch(matrix, gpu, driver)
     if last is not None:
         return last
@@ -74,6 +87,7 @@ def past_last_branch(matrix: Matrix, gpu: Gpu, driver: str) -> Verdict | None:
 def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None = None,
                 compat_available: bool = True) -> Verdict:
     """Whether `driver` runs an application built with `cuda`, and how."""
+    driver = as_release(matrix, driver)
     if gpu is not None:
         known = gpu_knows(matrix, gpu, driver)
         if not known.ok:
