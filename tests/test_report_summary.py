@@ -96,3 +96,14 @@ def test_the_charts_are_inline_svg_from_the_grid_and_the_certificates(m, stacks)
     html = render_page(r)
     assert html.count('<figure class="chart"') == 2 and "<svg" in html
     assert not re.search(r'(src|href)="(https?:)?//', html)   # nothing from the network
+
+
+@pytest.mark.parametrize("value", [5e-324, 1e-310, 1e308])
+def test_a_throughput_at_the_ends_of_the_floats_draws_a_chart(value):
+    """A certificate `certs import` accepts may say 5e-324 samples/s: the axis' top went to
+    0 and the report ended with ZeroDivisionError (exit 4)."""
+    from envgen.report.plots import throughput_chart
+    rows = [{"stack": "pytorch-cu121", "gpu": "H100", "level": "cuda", "passed": True,
+             "created": "2026-12-01T00:00:00Z", "samples_per_s": value}]
+    bars = throughput_chart(rows)["bars"]
+    assert len(bars) == 1 and bars[0]["w"] >= 1.0
