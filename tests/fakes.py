@@ -50,6 +50,9 @@ class FakeImages:
         self.by_id[image.id] = image
         return image
 
+    def list(self, all=False):
+        return list(self.by_id.values())
+
     def get(self, ref):
         if self.any_ref is not None:
             return self.any_ref
@@ -66,6 +69,8 @@ class FakeImages:
             return
         if ref in img.tags:
             img.attrs["RepoTags"].remove(ref)
+            if not img.tags and not img.attrs["RepoDigests"]:
+                self.by_id.pop(img.id, None)   # its last name: the daemon deletes it
         else:
             self.by_id.pop(img.id, None)
 

@@ -124,6 +124,24 @@ def test_verify_rebuild_compares_the_rebuilt_packages_and_removes_its_tag(stack)
     assert c.images.removed == ["envgen-verify/pytorch-cu121:rebuild"]
 
 
+def test_a_rebuild_that_gives_back_the_pinned_image_does_not_delete_it(stack):
+    """With a warm cache the rebuild is the lock's own image: when that image had no other
+    name (its tag gone or moved), removing the rebuild's tag deleted the pinned image."""
+    c = FakeClient(FakeImage(PINNED, [], {}))
+
+    def rebuild(st, tag, closure):
+        c.images.get(PINNED).attrs["RepoTags"].append(tag)   # build() tags what it built
+        return PINNED, ["sha256:" + "9" * 64]
+    vf.verify_stack(c, "pytorch-cu121", entry(stack), probe=probe_of({}),
+                    cert_for=lambda i: PASSED, rebuild=rebuild)
+    assert c.images.get(PINNED) and c.images.removed == []
+    # with another name too, only the rebuild's tag goes
+    c.images.get(PINNED).attrs["RepoTags"][:] = ["team/x:1"]
+    vf.verify_stack(c, "pytorch-cu121", entry(stack), probe=probe_of({}),
+                    cert_for=lambda i: PASSED, rebuild=rebuild)
+    assert c.images.get(PINNED).tags == ["team/x:1"]
+
+
 # ---- the real daemon -----------------------------------------------------------------------
 
 def _client_or_none():

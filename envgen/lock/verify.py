@@ -157,7 +157,6 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
     """{"ok", "drift": [...], "pulled"} for one locked stack. `pull(c, ref) -> image`
     fetches a pinned digest missing here; `rebuild(stack, tag, closure) -> (image ID,
     layers)` builds the locked stack again from the lock's closure."""
-    from ..runtime.docker import remove_image
     current, drift, pulled = _find_or_pull(c, entry, pull)
     real = _content(c, current)
     claimed = entry["image"].get("content")
@@ -178,6 +177,8 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
     result: dict = {}
     if rebuild is not None:
         tmp_tag = f"envgen-verify/{name.lower()}:rebuild"   # a repository is lowercase
+        before = _image_ids(c)
+        rebuilt = None
         try:
             rebuilt, layers = rebuild(Stack.from_json(entry["stack"]), tmp_tag,
                                       lock_closure(entry))
@@ -195,8 +196,33 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
         except EnvgenError as e:
             drift.append(_item("rebuild-failed", f"rebuilding {name} failed: {e.message}"))
         finally:
-            remove_image(c, tmp_tag)
+            _drop_tag(c, tmp_tag, rebuilt, before)
     return {"ok": not drift, "drift": drift, "pulled": pulled, **result}
+
+
+def _image_ids(c) -> set[str] | None:
+    """The IDs of every image on the daemon; None when it does not say."""
+    try:
+        return {i.id for i in c.images.list(all=True)}
+    except Exception:   # noqa: BLE001 - a daemon fault: then no image is removed below
+        return None
+
+
+def _drop_tag(c, tag: str, rebuilt: str | None, before: set[str] | None) -> None:
+    """Remove the rebuild's tag, and the rebuilt image with it only when the rebuild made
+    it: a warm cache gives back an image that was there before (the lock's own pinned
+    image, untagged, among them), and removing the only tag of an image deletes it."""
+    from ..runtime.docker import image_or_none, remove_image
+    if rebuilt is None or (before is not None and rebuilt not in before):
+        remove_image(c, tag)
+        return
+    img = image_or_none(c, rebuilt)
+    if img is not None and len(img.tags) > 1:
+        try:
+            c.images.remove(tag)   # another name holds it: untagged, not deleted
+        except Exception:   # noqa: BLE001 - a tag left behind is harmless; the image stays
+            pass
+    # else the tag is its only name: kept, so that an image this verify did not make stays
 
 
 def lock_closure(entry: dict):
