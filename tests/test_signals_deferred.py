@@ -121,3 +121,28 @@ def test_a_container_already_gone_is_not_looked_for_again():
     c = FakeClient()
     engine._remove(c, Gone(c.log), "token")
     assert c.log == ["gone"]
+
+
+def test_a_stopped_build_ends_every_process_of_its_cli(tmp_path):
+    """A 20.10 docker CLI runs buildx as a plugin process: killing the CLI alone left the
+    plugin driving the build on. Past the idle limit (or on a signal) the whole session of
+    the build CLI ends."""
+    import subprocess as sp
+    import sys
+
+    from envgen.core.errors import EnvironmentMissing
+    from envgen.runtime import buildkit as bk
+    from envgen.runtime.docker import BuildCli
+    marker = f"{tmp_path}/plugin"
+    cli = tmp_path / "docker"
+    # the "CLI" starts a child that ignores SIGTERM (as the plugin did), then waits
+    cli.write_text(f"#!/bin/sh\n{sys.executable} -c 'import signal, time; signal.signal("
+                   f"signal.SIGTERM, signal.SIG_IGN); time.sleep(300)' {marker} &\n"
+                   "sleep 300\n")
+    cli.chmod(0o755)
+    with pytest.raises(EnvironmentMissing, match="printed nothing"):
+        bk.build_buildkit(BuildCli((str(cli),), (), "fake"), tmp_path, tmp_path / "iid",
+                          dockerfile=tmp_path / "Dockerfile", on_line=lambda line: None,
+                          failed=lambda: "failed", log="log", idle=1.0)
+    left = sp.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert left == [], "the plugin outlived its build"

@@ -52,6 +52,31 @@ def _lines(proc, idle: float, tick: float | None = None):
         sel.close()
 
 
+def _stop(proc, grace: float = 5.0) -> None:
+    """End the build CLI and every process of its session: SIGTERM first (buildx cancels
+    the build on the daemon), SIGKILL to what is left after `grace` s."""
+    import signal
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while True:
+        proc.poll()   # reap the CLI, so that the group is empty once its plugin ends too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+        time.sleep(0.1)
+    proc.wait()
+
+
 def buildkit_argv(cli: BuildCli, context: Path, dockerfile: Path, iid: Path, *,
                   no_cache: bool = False, platform: str = DEFAULT_PLATFORM,
                   build_args: dict | None = None, secrets=(), network: str | None = None
@@ -84,21 +109,22 @@ def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
     argv = buildkit_argv(cli, context, dockerfile, iid, **options)
     env = {**os.environ, **dict(cli.env)}
     try:
+        # a session of its own: a CLI that runs buildx as a plugin (a 20.10 client) leaves
+        # the plugin's process, which drives the build, running when only the CLI is killed
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent)
+                                stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent,
+                                start_new_session=True)
         try:
             for line in _lines(proc, idle, tick=TICK_S):
                 on_line(line)
             rc = proc.wait()
         except TimeoutError:
-            proc.kill()
-            proc.wait()
+            _stop(proc)
             raise EnvironmentMissing(f"the build printed nothing for {idle:g} s "
                                      f"(ENVGEN_BUILD_IDLE_TIMEOUT) and was stopped: the Docker "
                                      f"daemon or BuildKit is stuck; the log is {log}") from None
         except BaseException:
-            proc.kill()
-            proc.wait()
+            _stop(proc)
             raise
         if rc != 0 or not iid.exists():
             raise BuildFailed(failed())
