@@ -96,3 +96,28 @@ def test_a_base_that_failed_does_not_say_it_was_built(tmp_path, monkeypatch):
     with pytest.raises(BuildFailed, match="no mirror"):
         base.make_local_base(_bookworm(), said.append)
     assert not any(line.startswith("built base") for line in said)
+
+
+def test_an_interrupted_base_leaves_no_recipe_running(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while mmdebstrap ran: envgen ended, and the recipe's session (sh
+    and mmdebstrap under it, in a session of their own) ran on into a deleted folder."""
+    import subprocess
+
+    import pytest
+    _fake_tools(tmp_path, monkeypatch, 0)
+    marker = f"{tmp_path}/mmdebstrap-marker"
+    (tmp_path / "bin" / "mmdebstrap").write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import time; time.sleep(60)' {marker}\n")
+    real = base._wait_saying
+
+    def interrupted(proc, *a, **kw):
+        import time
+        time.sleep(1.0)   # the recipe is running
+        assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        raise KeyboardInterrupt
+    monkeypatch.setattr(base, "_wait_saying", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        base.make_local_base(_bookworm(), lambda s: None)
+    monkeypatch.setattr(base, "_wait_saying", real)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left.split() == [], "the base recipe outlived envgen"

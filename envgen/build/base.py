@@ -117,7 +117,11 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
         proc = subprocess.Popen(["sh", str(script)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True, preexec_fn=engine.die_with_parent)
-        out, err = _wait_saying(proc, timeout, log, f"building base {base.local_tag}")
+        try:
+            out, err = _wait_saying(proc, timeout, log, f"building base {base.local_tag}")
+        except BaseException:   # a signal or Ctrl-C: its session, not only sh, ends here
+            _kill_session(proc)
+            raise
         if out is None:
             raise BuildFailed(f"making base {base.name} took longer than {timeout} s")
     if proc.returncode != 0:
@@ -125,6 +129,14 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
         raise BuildFailed(f"making base {base.name} failed: {' '.join(tail)[:400]}")
     log(f"built base {base.local_tag} in {time.monotonic() - started:.1f} s")
     return base.local_tag
+
+
+def _kill_session(proc) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def _wait_saying(proc, timeout: float, log, doing: str, every: float = HEARTBEAT_S):
@@ -138,7 +150,6 @@ def _wait_saying(proc, timeout: float, log, doing: str, every: float = HEARTBEAT
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started
             if elapsed >= timeout:   # the recipe's whole session: sh and mmdebstrap under it
-                os.killpg(proc.pid, 9)
-                proc.communicate()
+                _kill_session(proc)
                 return None, None
             log(f"{doing}: still running ({elapsed:.0f} s)")

@@ -13,7 +13,9 @@ if "$DOCKER" image inspect "$TAG" >/dev/null 2>&1; then
   exit 0
 fi
 tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 SOURCE_DATE_EPOCH=1783764997 mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates,passwd \
   --quiet --aptopt=Acquire::Retries=3 \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
