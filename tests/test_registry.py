@@ -250,3 +250,25 @@ def test_a_tag_that_names_a_digest_is_refused_for_what_it_is(text):
         parse_tagged(text)
     assert e.value.exit_code == 2 and "names a digest" in str(e.value)
     assert "repository[:tag]" in str(e.value) and "tag of" not in str(e.value)
+
+
+def test_a_registry_serving_other_bytes_than_the_digest_is_exit_1():
+    """The daemon checks what it pulls against the digest: a registry that serves other
+    bytes is the thing checked being false (exit 1, verify records drift), not a registry
+    that does not answer (exit 3)."""
+    with pytest.raises(CheckFailed, match="served other bytes than digest") as e:
+        reg.pull(FakeClient(pull=[error_line(f"manifest verification failed for digest "
+                                             f"{DIGEST}")]), f"{REPO}@{DIGEST}")
+    assert e.value.exit_code == 1
+
+
+@pytest.mark.parametrize("date", ["not-a-date", "Sat, 01 Jan 2000 00:00:00 +9999", ""])
+def test_a_mirror_whose_release_date_is_garbled_serves_no_known_state(monkeypatch, date):
+    """Exit 4 ('internal error') came from a mirror's Release file with a bad Date line."""
+    import contextlib
+    import io
+
+    from envgen.build import base
+    monkeypatch.setattr(base.fetching, "urlopen", lambda url, timeout: contextlib.nullcontext(
+        io.BytesIO(f"Origin: Debian\nDate: {date}\n".encode())))
+    assert base.archive_state("http://127.0.0.1:9/debian", "bookworm") is None

@@ -34,8 +34,11 @@ def archive_state(mirror: str, suite: str, timeout: int = 20) -> str | None:
         return None
     for line in head.splitlines():
         if line.startswith("Date:"):
-            when = email.utils.parsedate_to_datetime(line[5:].strip())
-            return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when.timestamp()))
+            try:
+                when = email.utils.parsedate_to_datetime(line[5:].strip())
+                return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when.timestamp()))
+            except (ValueError, TypeError, OverflowError):   # a garbled Release file
+                return None
     return None
 
 

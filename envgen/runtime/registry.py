@@ -175,6 +175,9 @@ def pull(c, pinned: str, *, timeout: float = SILENCE_S):
         if missing or _MISSING.search(message):
             return CheckFailed(f"the registry {registry} has no image with digest {digest} in "
                                f"{repository} ({' '.join(message.split())[:200]})")
+        if "verification failed" in message.lower():   # the daemon checked the bytes
+            return CheckFailed(f"the registry {registry} served other bytes than digest "
+                               f"{digest} names ({' '.join(message.split())[:200]})")
         return EnvironmentMissing(f"pulling {ref} from {registry} failed: {_reason(message)}")
 
     with _talking(c, f"pulling {ref} from", registry, timeout):
