@@ -328,3 +328,25 @@ def test_a_certificate_naming_an_image_here_with_another_stack_is_refused(tmp_pa
                f"pytorch-cu130 2.11.0, not the accelerate-cu130" in r.stderr
     finally:
         subprocess.run(["docker", "rmi", tag], capture_output=True, timeout=60)
+
+
+def test_a_projects_certificate_is_listed_shown_and_imported_under_its_project_name(
+        home, tmp_path, capsys):
+    """contract.md: a project's certificate is listed under NAME.STACK; certs list, show and
+    import said the plain stack's name, while doctor and diff said trainer.pytorch-cu121."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from certificates import made
+    c = made(image_id="sha256:" + "5e" * 32,
+             stack={"stack": "pytorch-cu121", "project": {"name": "trainer"}})
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(c))
+    assert main(["certs", "import", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certificates"][0]["stack"] == \
+        "trainer.pytorch-cu121"
+    assert main(["certs", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["certificates"]
+    assert [x["stack"] for x in listed] == ["trainer.pytorch-cu121"]
+    assert main(["certs", "list"]) == 0
+    assert "trainer.pytorch-" in capsys.readouterr().out   # the column is cut to its width
+    assert main(["certs", "show", "sha256:" + "5e" * 6]) == 0
+    assert capsys.readouterr().out.startswith("trainer.pytorch-cu121: ")

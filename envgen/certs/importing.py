@@ -48,7 +48,8 @@ def _stopped(e: OSError, file: str, line: int, taken: list, refusals: list,
 def summary(cert: dict) -> dict:
     """What an import reports of each certificate it took."""
     w = certificate.where(cert)
-    return {"image_id": cert["image_id"], "stack": cert["stack"]["stack"],
+    from .view import stack_name
+    return {"image_id": cert["image_id"], "stack": stack_name(cert),
             "profile": cert.get("profile") or "", "gpu": w["gpu"], "gpu_count": w["count"],
             "driver": w["driver"], "passed": cert["passed"], "created": cert["created"]}
 

@@ -10,12 +10,21 @@ from ..core.errors import EnvironmentMissing, InputError
 from ._common import out_json, table
 
 
+def _name(cert: dict) -> str:
+    """The name the store knows the certificate's stack by: NAME.STACK for a project's."""
+    from ..certs.view import stack_name
+    try:
+        return stack_name(cert)
+    except (KeyError, TypeError, AttributeError):
+        return str((cert.get("stack") or {}).get("stack"))
+
+
 def _show(cert: dict) -> None:
     """A certificate for a person: what was certified, where, and the verdict per check."""
     from ..smoke._harness import tally
     st = cert.get("stack") or {}
     host = cert.get("host") or {}
-    print(f"{st.get('stack')}: {cert.get('image_id')}")
+    print(f"{_name(cert) if st.get('stack') else None}: {cert.get('image_id')}")
     print(f"  tags:      {', '.join(cert.get('image_tags') or []) or '-'}")
     print(f"  run:       {cert.get('profile') or 'default'}, level {cert.get('level')}, "
           f"{cert.get('created') or '-'}, {cert.get('seconds')} s")
@@ -90,7 +99,7 @@ def _where_json(w: dict) -> dict:
 
 
 def _rows(rows: list[dict]) -> None:
-    print(table([[c["image_id"][7:19], c["stack"]["stack"], ",".join(c.get("image_tags", [])),
+    print(table([[c["image_id"][7:19], _name(c), ",".join(c.get("image_tags", [])),
                    c.get("profile") or "default", c.get("level") or "-",
                    "yes" if c["passed"] else "NO", c.get("created") or "-",
                    certificate.where_text(certificate.where(c))] for c in rows],
@@ -118,7 +127,7 @@ def run(args) -> int:
         runs = certs.runs_by_key()
         out_json({"certificates": [
             {k: c.get(k) for k in keys}
-            | {"stack": c["stack"]["stack"], "profile": c.get("profile") or ""}
+            | {"stack": _name(c), "profile": c.get("profile") or ""}
             | _where_json(certificate.where(c)) | {"runs": runs.get(certs.key_of(c), 1)}
             for c in rows]})
         return 0
