@@ -109,7 +109,7 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
     row carries it, and `summary` leads with it."""
     today = today or time.strftime("%Y-%m-%d")
     problems, warnings = [], []
-    if not gpus.gpus:
+    if not gpus.gpus or gpus.error:
         problems.append(gpus.error or "nvidia-smi lists no GPU")
     if not docker.get("reachable"):
         problems.append(docker.get("error") or "no Docker daemon answers")

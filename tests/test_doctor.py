@@ -150,3 +150,18 @@ def test_cli_doctor_image_says_what_its_certificate_says_to_change(monkeypatch, 
     assert json.loads(capsys.readouterr().out)["image"]["advice"] == [f"dataloader: {fix}"]
     assert main(["doctor", "--image", "nobody/none:1"]) == 2   # no certificate: one sentence
     assert "no certificate for 'nobody/none:1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("row, words", [
+    ("0, NVIDIA H100 80GB HBM3, GPU-0a, [N/A], 81559, 0, 0, 535.274.02\n", None),
+    ("0, NVIDIA H100 80GB HBM3, GPU-0a, 9.0, 81559, 0, 0, [N/A]\n",
+     "nvidia-smi gave the driver version '[N/A]', which is not one"),
+    ("0, Some Future GPU, GPU-0a, [Not Supported], 1, 0, 0, 580.95.05\n", None)])
+def test_a_field_nvidia_smi_cannot_give_is_not_taken_for_a_value(m, row, words):
+    """[N/A] as a compute capability or a driver ended doctor with an internal error."""
+    r = dr.examine(m, host.parse_query(row), DOCKER_OK, today="2026-11-30")
+    if words:
+        assert words in r["problems"] and not r["ok"]
+        assert not r["stacks"]["pytorch-cu121"]["runs"]
+    else:
+        assert r["gpus"][0]["cc"] == ""

@@ -42,15 +42,23 @@ def _int(text: str) -> int:
 
 
 def parse_query(text: str) -> HostGpus:
+    """nvidia-smi's CSV rows. A field it cannot give ([N/A], [Not Supported]) is not taken
+    for a value: a compute capability that is not one is left empty (the matrix's GPU of
+    that name gives it), a driver version that is not one is the host's error."""
+    from ..resolve.compat import CC_RE, DRIVER_RE
     gpus, driver = [], None
     for line in text.strip().splitlines():
         f = [x.strip() for x in line.split(",")]
         if len(f) < 8:
             continue
-        gpus.append(HostGpu(index=_int(f[0]), name=f[1], uuid=f[2], cc=f[3],
+        gpus.append(HostGpu(index=_int(f[0]), name=f[1], uuid=f[2],
+                            cc=f[3] if CC_RE.fullmatch(f[3]) else "",
                             memory_total_mib=_int(f[4]), memory_used_mib=_int(f[5]),
                             utilization=_int(f[6])))
         driver = f[7]
+    if driver is not None and not DRIVER_RE.fullmatch(driver):
+        return HostGpus(driver=None, gpus=tuple(gpus), error=(
+            f"nvidia-smi gave the driver version {driver[:40]!r}, which is not one"))
     return HostGpus(driver=driver, gpus=tuple(gpus))
 
 
