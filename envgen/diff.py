@@ -165,7 +165,8 @@ HOSTS_FILE = {
     "message": "a hosts file must be a mapping with a list `hosts:` (a fleet spec, `stacks:` "
                "and `targets:`, is what `envgen fleet` reads)",
     "properties": {"hosts": {
-        "type": "array", "message": "a hosts file must be a mapping with a list `hosts:`",
+        "type": "array", "maxItems": 10_000,
+        "message": "a hosts file must be a mapping with a list `hosts:` of at most 10,000",
         "items": {
             "type": "object", "required": ["name", "driver", "gpus"],
             "additionalProperties": False,
@@ -175,8 +176,8 @@ HOSTS_FILE = {
                          "message": "a host needs a `name:` string"},
                 "driver": {"type": "string", "pattern": f"^(?:{DRIVER_RE.pattern})$",
                            "message": "driver {value} is not a version like 535.104.05"},
-                "gpus": {"type": "array", "minItems": 1,
-                         "message": "`gpus:` must be a non-empty list of GPU names",
+                "gpus": {"type": "array", "minItems": 1, "maxItems": 1024,
+                         "message": "`gpus:` must be a list of 1 to 1,024 GPU names",
                          "items": {"type": "string", "maxLength": 200,
                                    "message": "{value} is not a GPU name"}}}}}},
 }

@@ -3,6 +3,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -339,3 +340,14 @@ def test_a_bare_branch_is_refused_as_an_upgrade_and_read_as_its_first_release_el
     cuda = m.cuda_release("12.1.1")
     assert driver_runs(m, cuda, "535", m.gpu("A100")).why == \
         driver_runs(m, cuda, m.driver_branch_of("535").first, m.gpu("A100")).why
+
+
+def test_a_host_of_more_gpus_than_a_host_holds_is_refused_at_its_line(tmp_path):
+    """A 1.8 MB hosts file listing 300,000 H100s on one host took 33 s of CPU."""
+    f = tmp_path / "hosts.yaml"
+    f.write_text("hosts:\n  - name: big\n    driver: 580.95.05\n    gpus: ["
+                 + ", ".join(["H100"] * 5_000) + "]\n")
+    r = subprocess.run([sys.executable, "-m", "envgen", "diff", "--hosts", str(f)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "1 to 1,024 GPU names" in r.stderr, r.stderr
+    assert f"{f}:4" in r.stderr
