@@ -331,7 +331,7 @@ def test_a_certificate_naming_an_image_here_with_another_stack_is_refused(tmp_pa
 
 
 def test_a_projects_certificate_is_listed_shown_and_imported_under_its_project_name(
-        home, tmp_path, capsys):
+        home, tmp_path, capsys, monkeypatch):
     """contract.md: a project's certificate is listed under NAME.STACK; certs list, show and
     import said the plain stack's name, while doctor and diff said trainer.pytorch-cu121."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -346,7 +346,30 @@ def test_a_projects_certificate_is_listed_shown_and_imported_under_its_project_n
     assert main(["certs", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["certificates"]
     assert [x["stack"] for x in listed] == ["trainer.pytorch-cu121"]
+    monkeypatch.setenv("COLUMNS", "200")
     assert main(["certs", "list"]) == 0
-    assert "trainer.pytorch-" in capsys.readouterr().out   # the column is cut to its width
+    assert "trainer.pytorch-cu121" in capsys.readouterr().out
     assert main(["certs", "show", "sha256:" + "5e" * 6]) == 0
     assert capsys.readouterr().out.startswith("trainer.pytorch-cu121: ")
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c.update(profile=5),
+    lambda c: c["report"].update(checks=["x"]),
+    lambda c: c["report"].update(checks=5),
+    lambda c: c["report"].update(checks={}),
+    lambda c: c["host"].update(gpus=["H100"]),
+    lambda c: c.update(level=3)])
+def test_a_store_file_edited_into_other_types_is_passed_over_not_a_crash(home, capsys,
+                                                                        change):
+    """The store's files can be edited by hand: one whose profile or checks are of another
+    type ended report, certs show and doctor --image with an internal error (exit 4)."""
+    certs.store(ONE)
+    path = next(Path(home).rglob("*.json"))
+    c = json.loads(path.read_text())
+    change(c)
+    path.write_text(json.dumps(c))
+    assert main(["certs", "list", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["certificates"] == [] and "passed over" in out.err
+    assert main(["certs", "show", ONE["image_id"]]) == 2

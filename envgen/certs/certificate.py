@@ -211,8 +211,19 @@ def readable(c: object) -> bool:
             and isinstance(c.get("created", ""), str)
             and isinstance(c.get("image_tags", []), list)
             and all(isinstance(t, str) for t in c.get("image_tags", []))
-            and isinstance(c.get("host", {}), dict)
-            and isinstance(c.get("report", {}), dict))
+            and isinstance(c.get("profile", ""), (str, type(None)))
+            and isinstance(c.get("level"), (str, type(None)))
+            and _dicts(c, "host", "gpus") and _dicts(c, "report", "checks"))
+
+
+def _dicts(c: dict, part: str, key: str) -> bool:
+    """c[part] is a mapping (or absent) whose `key` is a list of mappings (or absent): what
+    every view reads of a stored certificate's GPUs and checks."""
+    inner = c.get(part, {})
+    if not isinstance(inner, dict):
+        return False
+    items = inner.get(key, [])
+    return isinstance(items, list) and all(isinstance(x, dict) for x in items)
 
 
 # ---- building ------------------------------------------------------------------------------
