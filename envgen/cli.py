@@ -188,7 +188,11 @@ def cmd_closure(args) -> int:
     else:
         c, origin = closure_for(st, progress=progress_for(args))
     if args.json:
-        _json_out({**c.to_json(), "from": origin})
+        doc = c.to_json()
+        for pkg in doc.get("packages", []):   # the contract's one sha256 beside its hashes
+            first = next(iter(pkg.get("hashes") or []), None)
+            pkg["sha256"] = first.removeprefix("sha256:") if first else None
+        _json_out({**doc, "from": origin})
         return 0
     print(f"{st.stack}: {len(c.pins)} distributions for Python {st.python} on "
           f"{c.inputs['platform']} ({origin}; {c.resolver}, {c.created})")
@@ -217,9 +221,14 @@ def cmd_require_cuda(args) -> int:
     env = {"NVIDIA_REQUIRE_CUDA": args.string}
     for extra in args.env or ():
         key, eq, value = extra.partition("=")
-        if not eq:
-            raise InputError(f"--env {extra!r} must be NAME=VALUE")
+        if not eq or not re.fullmatch(r"NVIDIA_(REQUIRE_[A-Z0-9_]+|DISABLE_REQUIRE)", key):
+            raise InputError(f"--env {shown(extra)} must be NAME=VALUE with NAME one the "
+                             f"container runtime reads (NVIDIA_REQUIRE_*, "
+                             f"NVIDIA_DISABLE_REQUIRE)")
         env[key] = value
+    if args.brand is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,31}", args.brand):
+        raise InputError(f"--brand {shown(args.brand)} is not a GPU brand as the driver "
+                         f"names it (tesla, geforce, quadro, nvidia, ...)")
     if args.gpu is None:
         host, refused = require_cuda.Host(args.driver, cuda, args.brand, args.arch), None
     else:

@@ -18,10 +18,12 @@ def _target(c, as_ref: str | None, as_spec: str | None) -> str:
 
 
 def is_sif(target: str | None) -> bool:
-    """Whether IMAGE|SPEC names a SIF file: a name ending in .sif, or a file that exists
-    (an image reference or a spec is never a path to a file)."""
+    """Whether IMAGE|SPEC names a SIF file: a name ending in .sif, or a path to a file
+    (one with a '/' in it: a file in this folder named like a stack, pytorch-cu121, is
+    not taken for the stack's SIF)."""
     import os
-    return bool(target) and (target.lower().endswith(".sif") or os.path.isfile(target))
+    return bool(target) and (target.lower().endswith(".sif") or (
+        "/" in target and ":" not in target.split("/")[0] and os.path.isfile(target)))
 
 
 def run_sif(args, hg) -> int:

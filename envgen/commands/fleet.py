@@ -16,6 +16,13 @@ def _fleet(args):
 
 def _slurm(args, fleet) -> int:
     from ..fleet import slurm
+    modes = [flag for flag, on in (("-o", args.output), ("--collect", args.collect),
+                                   ("--resubmit-failed", args.resubmit_failed)) if on]
+    if len(modes) > 1 or (args.submit and (args.collect or args.resubmit_failed)):
+        both = modes if len(modes) > 1 else [*modes, "--submit"]
+        raise InputError(f"{' and '.join(both)} are two things to do: give one (-o DIR "
+                         f"[--submit] writes and submits, --collect DIR reads the verdicts, "
+                         f"--resubmit-failed DIR sends back what failed)")
     folder = args.collect or args.resubmit_failed
     if folder:
         folder = Path(folder).resolve()

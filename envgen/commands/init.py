@@ -24,6 +24,16 @@ def run(args) -> int:
     m = load_matrix_for(args)
     if getattr(args, "from_path", None):
         return from_file(args, m, path)
+    given = [flag for flag, value in (("--driver", args.driver), ("--gpu", args.gpu),
+                                      ("--hosts", args.hosts), ("--python", args.python),
+                                      ("--extra", args.extra), ("--group", args.group))
+             if value]
+    if given:   # they choose among a team's requirements: without --from, none is read
+        raise InputError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --from "
+                         f"PATH (they choose the stack for a team's requirements); without "
+                         f"it, name the stack: envgen init STACK")
+    if args.name is not None and not args.name:
+        raise InputError("--name is empty; give the image's name (1-63 of a-z 0-9 . _ -)")
     from ..resolve.spec import parse_spec
     from ..resolve.stack import host_from_flags, resolve
     spec = args.spec or DEFAULT_STACK

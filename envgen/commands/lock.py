@@ -62,12 +62,16 @@ def _push(c, name: str, entry: dict, repository: str, progress) -> None:
 
 def run(args) -> int:
     m = load_matrix_for(args)
-    entries, skipped = {}, []
-    for path in args.merge or ():
-        entries.update(lk.read_lock(path)["stacks"])
     if args.push is not None:   # --push '' is refused, not taken for no push
         from ..core.image import parse_repository
         parse_repository(args.push)
+        if args.merge and not args.specs:
+            raise InputError("--push pushes the images of the SPECs locked now; --merge "
+                             "alone takes entries as they are and pushes nothing: push "
+                             "with `envgen lock SPEC --push REPO` first, then merge")
+    entries, skipped = {}, []
+    for path in args.merge or ():
+        entries.update(lk.read_lock(path)["stacks"])
     _check_output(args.output)
     if args.specs or not args.merge:
         wanted = _wanted(args, m)
