@@ -31,6 +31,7 @@ class _Once(argparse._StoreAction):
 
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)   # --jso is not --json: one spelling each
         super().__init__(*args, **kwargs)
         self.register("action", None, _Once)
         self.register("action", "store", _Once)
@@ -788,7 +789,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("ENVGEN_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
-    want_json = "--json" in argv
+    ours = argv[:argv.index("--")] if "--" in argv else argv   # after --: the user's command
+    want_json = "--json" in ours
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         try:
@@ -801,6 +803,10 @@ def main(argv: list[str] | None = None) -> int:
                               for s in streams)
     try:
         parser = build_parser()
+        for flag in ("--matrix", "--progress"):   # before and after the command: the second
+            given = [a for a in ours if a == flag or a.startswith(flag + "=")]   # one won
+            if len(given) > 1:
+                parser.error(f"argument {flag}: given twice: give it once")
         args, extra = parser.parse_known_args(argv)
         if extra and isinstance(getattr(args, "specs", None), list) and \
                 not any(x.startswith("-") for x in extra):

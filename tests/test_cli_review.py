@@ -74,3 +74,21 @@ def test_closure_json_gives_each_package_its_sha256(capsys):
     pkgs = json.loads(capsys.readouterr().out)["packages"]
     assert all(len(p["sha256"]) == 64 and f"sha256:{p['sha256']}" in p["hashes"]
                for p in pkgs), pkgs[0]
+
+
+def test_a_global_option_before_and_after_the_command_is_given_twice(capsys):
+    """`--matrix /dev/zero matrix validate --matrix matrices` validated the second and
+    passed: the first was dropped without a word."""
+    assert main(["--matrix", "/dev/zero", "matrix", "validate", "--matrix", "x",
+                 "--json"]) == 2
+    assert "--matrix: given twice" in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_json_is_asked_by_its_own_spelling_before_the_users_command(capsys):
+    """`--jso` was taken for --json by argparse while the error path looked for the literal
+    --json; a --json after `--` is the user's command's argument, not envgen's."""
+    assert main(["resolve", "pytorch-cu121", "--jso"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "unrecognized arguments: '--jso'" in out.err
+    assert main(["run", "--no-mount", "envgen/nosuch:1", "--", "echo", "--json"]) != 0
+    assert capsys.readouterr().out == ""   # not an envgen error object on stdout

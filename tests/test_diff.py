@@ -189,7 +189,7 @@ def test_cli_fleet_json_reports_per_host(capsys):
     (('hosts:\n  - {name: a, driver: "535.104.05", gpus: [H100]}\n'
      '  - {name: a, driver: "535.104.05", gpus: [H100]}\n'), 3, "listed twice"),
     ('hosts: {a: 1}\n', 1, "list `hosts:`"),
-    ('hosts:\n  - name: a\n    driver: "535.104.05"\n    gpus: []\n', 4, "list of 1 to 1,024 GPU names"),
+    ('hosts:\n  - name: a\n    driver: "535.104.05"\n    gpus: []\n', 4, "1 to 1,024 GPU names"),
 ])
 def test_bad_fleet_file_is_exit_2_with_file_and_line(tmp_path, capsys, text, line, words):
     f = tmp_path / "fleet.yaml"

@@ -9,6 +9,11 @@ from packaging.version import Version
 from . import record
 from .record import dataclass, field
 
+# A driver version as a user or nvidia-smi writes it (535, 535.104, 535.104.05), and a
+# compute capability (9.0): what every reader of either checks it against.
+DRIVER_RE = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
+CC_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
+
 
 @lru_cache(maxsize=4096)
 def V(text: str) -> Version:

@@ -1,17 +1,14 @@
 """Can this driver and GPU run that CUDA build? The rules shared by resolve, diff and doctor."""
 from __future__ import annotations
 
-import re
 from datetime import date
 
 from ..core.errors import InputError, shown
-from ..core.model import CudaRelease, Gpu, V, Variant
+from ..core.model import CC_RE, DRIVER_RE, CudaRelease, Gpu, V, Variant
 from ..core.record import dataclass
 from ..matrix import Matrix
 
 NATIVE, MINOR, FORWARD = "native", "minor-version compatibility", "forward compatibility"
-DRIVER_RE = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
-CC_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
 
 
 def check_driver(text, what: str = "--driver") -> str:

@@ -45,7 +45,7 @@ def parse_query(text: str) -> HostGpus:
     """nvidia-smi's CSV rows. A field it cannot give ([N/A], [Not Supported]) is not taken
     for a value: a compute capability that is not one is left empty (the matrix's GPU of
     that name gives it), a driver version that is not one is the host's error."""
-    from ..resolve.compat import CC_RE, DRIVER_RE
+    from ..core.model import CC_RE, DRIVER_RE
     gpus, driver = [], None
     for line in text.strip().splitlines():
         f = [x.strip() for x in line.split(",")]
