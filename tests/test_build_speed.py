@@ -5,9 +5,12 @@ the bytecode step still follows; a changed byte on the index is still one senten
 the package. Stacks uv cannot serve (a framework base, PyTorch's own index) keep pip."""
 from __future__ import annotations
 
+import io
 import re
 import shlex
 from pathlib import Path
+
+import pytest
 
 from envgen.build.buildkit import explain_failure
 from envgen.build.steps import step_name
@@ -134,3 +137,29 @@ def test_the_installer_stage_has_a_name_in_progress():
     assert step_name("RUN --mount=type=secret,id=ca,target=/root/.cache/pip/ca.pem "
                      "--mount=type=bind,source=install/0-uv,target=/opt/envgen/req set -eu"
                      ) == "installer (uv)"
+
+
+@pytest.mark.parametrize("lines, words, exit_code", [
+    (["#9 0.4 cp: error writing '/dev/full': No space left on device",
+      "ERROR: executor failed running [/bin/sh -c cp /etc/passwd /dev/full]: exit code: 1"],
+     "the disk the Docker daemon builds on is full", 3),
+    (["ERROR: Cannot connect to the Docker daemon at unix:///tmp/x.sock. Is the docker "
+      "daemon running?"], "the Docker daemon stopped answering during the build", 3),
+    (["#9 2.1 error: Request failed after 3 retries",
+      "#9 2.1   Caused by: dns error: failed to lookup address information"],
+     "could not reach the package index", 3),
+    (["#9 [stage-2 3/6] RUN false", "ERROR: process \"/bin/sh -c false\" did not complete "
+      "successfully: exit code: 1"], "build failed at", 1)])
+def test_what_a_failed_build_lacked_on_this_host_is_exit_3(tmp_path, lines, words,
+                                                         exit_code):
+    """contract.md: exit 3 when the environment lacks something (no daemon, a full disk, no
+    index); a step of the stack that fails is exit 1."""
+    from envgen.build.buildkit import BuildKitOutput
+    from envgen.core.errors import BuildFailed
+    out = BuildKitOutput(io.StringIO(), tmp_path / "build.log", lambda e: None)
+    for line in lines:
+        out.line(line + "\n")
+    why = out.failed()
+    err = why if isinstance(why, Exception) else BuildFailed(why)
+    assert err.exit_code == exit_code and words in err.message, err.message
+    assert err.message.count("Cannot connect") <= 1   # said once, not step and cause both

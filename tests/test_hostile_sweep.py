@@ -469,3 +469,16 @@ def test_a_login_in_a_flag_is_refused_masked_before_anything_else(args, tmp_path
     out = capsys.readouterr()
     assert code == 2, out
     assert "carries a login" in out.out + out.err and "S3cret" not in out.out + out.err, out
+
+
+@pytest.mark.parametrize("name", ["team,shared", 'team"x'])
+def test_a_netrc_path_a_build_cannot_mount_is_refused_at_the_start(tmp_path, name):
+    """BuildKit reads --secret id=netrc,src=PATH as CSV: a comma in the path failed the
+    build halfway (exit 1) with BuildKit's own words about fields."""
+    from envgen.core.environ import check
+    d = tmp_path / name
+    d.mkdir()
+    (d / "netrc").write_text("machine x login a password b\n")
+    with pytest.raises(EnvgenError, match="holds a comma or a quote") as e:
+        check({"ENVGEN_NETRC": str(d / "netrc")})
+    assert e.value.exit_code == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core import home as state
 from ..core.environ import checked
-from ..core.errors import BuildFailed, InputError
+from ..core.errors import BuildFailed, EnvironmentMissing, InputError
 from ..core.files import check_writable
 from ..core.image import default_tag, parse_tagged, split_tag
 from ..core.model import Closure, Stack
@@ -40,6 +40,8 @@ _UV_HASH = re.compile(r"Hash mismatch for `([A-Za-z0-9._-]+==[^`\s]+)`")
 _UV_SHA = re.compile(r"sha256:([0-9a-f]{64})")
 # fetch_uv.py's one line (the uv stage of a stack that installs from PyPI)
 _FETCH_UV = re.compile(r"envgen: (the installer uv: .+)$", re.M)
+_NO_SPACE = re.compile(r"No space left on device")
+_NO_DAEMON = re.compile(r"Cannot connect to the Docker daemon|error during connect")
 _NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establish a new "
                          r"connection|Network is unreachable|No route to host|"
                          r"dns error|failed to lookup address")
@@ -74,7 +76,17 @@ def explain_failure(lines: list[str]) -> str | None:
     if _NO_NETWORK.search(text):
         return ("pip inside the build could not reach the package index (no network or no "
                 "DNS in the build's containers; ENVGEN_BUILD_NETWORK=host uses the host's)")
+    if _NO_SPACE.search(text):
+        return ("the disk the Docker daemon builds on is full (No space left on device); "
+                "free space there (docker builder prune, docker image prune) and build again")
+    if _NO_DAEMON.search(text):
+        return "the Docker daemon stopped answering during the build"
     return None
+
+
+# what the environment lacks, not what the stack is: exit 3 (contract.md), not 1
+_ENVIRONMENT = ("could not reach the package index", "disk the Docker daemon builds on",
+                "Docker daemon stopped answering")
 
 
 @dataclass(frozen=True)
@@ -218,12 +230,17 @@ class BuildKitOutput:
         if re.search(r"error|Error|ERROR", line) and "ERROR [" not in line:
             self.error_line = line.strip()
 
-    def failed(self) -> str:
+    def failed(self) -> str | EnvironmentMissing:
+        """The sentence of the failed build; an EnvironmentMissing (exit 3) when what failed
+        is this host's (its network, its disk, its daemon), not the stack."""
         step = self.failed_step or self.steps.last_header or "before the first step"
         explained = explain_failure(list(self.tail))
         if explained:
-            return f"build failed: {explained}; the log is {self.log_path}"
-        why = f" ({self.error_line[:200]})" if self.error_line else ""
+            text = f"build failed: {explained}; the log is {self.log_path}"
+            return EnvironmentMissing(text) if any(e in explained for e in _ENVIRONMENT) \
+                else text
+        why = f" ({self.error_line[:200]})" if self.error_line and \
+            self.error_line.strip() != step.strip() else ""
         return f"build failed at {step[:160]}{why}; the log is {self.log_path}"
 
 

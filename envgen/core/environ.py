@@ -35,6 +35,15 @@ def _file(name: str, value: str) -> None:
         raise InputError(f"{name}={shown(value)} is not a file")
 
 
+def _secret_file(name: str, value: str) -> None:
+    """A file a build mounts as a secret: BuildKit reads `--secret id=..,src=PATH` as CSV,
+    so a comma or a quote in the path would make another field of it."""
+    _file(name, value)
+    if any(c in value for c in ',"'):
+        raise InputError(f"{name}={shown(value)}: a build cannot mount a file whose path "
+                         f"holds a comma or a quote; move it to a plain path")
+
+
 def _number(low: float, high: float, unit: str):
     def check(name: str, value: str) -> None:
         try:
@@ -76,7 +85,7 @@ CHECKS = {
     "ENVGEN_PROJECT": lambda n, v: _path(n, v, empty_ok=True),
     "ENVGEN_DOCKER": _path,
     "ENVGEN_APPTAINER": _path,
-    "ENVGEN_NETRC": _file,
+    "ENVGEN_NETRC": _secret_file,
     "ENVGEN_DOCKER_PING_TIMEOUT": _number(1, 86400, "seconds"),
     "ENVGEN_DOCKER_TIMEOUT": _number(1, 86400, "seconds"),
     "ENVGEN_BUILD_IDLE_TIMEOUT": _number(1, 86400, "seconds"),

@@ -127,7 +127,8 @@ def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
             _stop(proc)
             raise
         if rc != 0 or not iid.exists():
-            raise BuildFailed(failed())
+            why = failed()
+            raise why if isinstance(why, Exception) else BuildFailed(why)
         return iid.read_text().strip()
     finally:
         iid.unlink(missing_ok=True)
