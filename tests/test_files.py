@@ -88,3 +88,23 @@ def test_a_temporary_name_that_is_taken_is_never_reused(tmp_path, monkeypatch):
     files.write_atomic(tmp_path / "envgen.lock", "mine\n")
     assert (tmp_path / ".envgen.lock.aaaaaaaaaaaa.tmp").read_text() == "someone else's\n"
     assert (tmp_path / "envgen.lock").read_text() == "mine\n"
+
+
+def test_a_full_disk_while_rendering_names_the_file_it_could_not_write(tmp_path,
+                                                                      monkeypatch):
+    """`cannot use: No space left on device` named no disk: the context's writer now says
+    which file, and the CLI's sentence with it."""
+    from envgen.build import context
+    from envgen.cli import file_failed
+
+    real = context.os.fchmod
+
+    def full(fd, mode):
+        real(fd, mode)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(context.os, "fchmod", full)
+    with pytest.raises(OSError) as e:
+        context._put(tmp_path, "install/x.txt", b"data", 0o644)
+    err = file_failed(e.value)
+    assert err.exit_code == 3 and str(tmp_path / "install" / "x.txt") in err.message
+    assert [p.name for p in (tmp_path / "install").iterdir()] == []

@@ -150,15 +150,20 @@ def _put(out: Path, rel: str, data: bytes, mode: int) -> None:
             shutil.rmtree(target)
         else:
             target.unlink()
-    fd, tmp = tempfile.mkstemp(prefix=".envgen-render-", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".envgen-render-", dir=target.parent)
+    except OSError as e:   # named by the file meant (a full disk says which disk)
+        raise OSError(e.errno, e.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             os.fchmod(f.fileno(), mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and not e.filename:
+            raise OSError(e.errno, e.strerror, str(target)) from None
         raise
 
 
