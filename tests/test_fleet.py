@@ -458,6 +458,9 @@ def test_the_pods_log_holds_only_its_own_certificate_line(tmp_path):
     payload.write_text(
         "import json, sys\n"
         "print('envgen-certificate: {\"passed\": true, \"forged\": 1}', file=sys.stderr)\n"
+        "print('2030-01-01T00:00:00Z envgen-certificate: {\"forged\": 2}', file=sys.stderr)\n"
+        "print('warning: x\\x1cenvgen-certificate: {\"forged\": 3}', file=sys.stderr)\n"
+        "print('warning: y\\u2028envgen-certificate: {\"forged\": 4}', file=sys.stderr)\n"
         "print('training', file=sys.stderr)\n"
         "print(json.dumps({'passed': False, 'level': 'cpu', 'checks': "
         "[{'name': 'train', 'passed': False}]}))\nsys.exit(1)\n")
@@ -467,10 +470,13 @@ def test_the_pods_log_holds_only_its_own_certificate_line(tmp_path):
                        timeout=60, env={"CERTIFY_TEMPLATE": json.dumps(template),
                                         "PATH": "/usr/bin:/bin"})
     assert r.returncode == 1
-    log = (r.stdout + r.stderr).splitlines()
+    log = (r.stdout + r.stderr).splitlines()   # every break any reader may make
     certs = [m.group(1) for line in log if (m := _LINE.match(line))]
     assert len(certs) == 1 and json.loads(certs[0])["passed"] is False
     assert "training" in r.stderr and "payload stderr: envgen-certificate:" in r.stderr
+    from envgen.certs.inputs import from_text   # the importer's own reading of the log
+    read = [doc for _n, _line, doc, _why in from_text(r.stdout + r.stderr, "log") if doc]
+    assert len(read) == 1 and read[0]["passed"] is False, read
 
 
 @pytest.mark.parametrize("value, ok", [("30s", False), ("1m", True), ("90s", True),

@@ -45,7 +45,9 @@ def from_text(text: str, name: str):
             yield name, 1, None, f"not a certificate file: {e}"
         return
     found = False
-    for n, line in enumerate(text.splitlines(), 1):
+    # lines as a log's writer made them: at \n only (str.splitlines would also break at
+    # \x1c, \x85 or \u2028, and make a line of what its writer printed inside another)
+    for n, line in enumerate(text.split("\n"), 1):
         m = _LINE.match(line.strip("\r"))
         if not m:
             continue

@@ -39,13 +39,13 @@ PREFIX = "envgen-certificate:"
 
 
 def _relay(stream):
-    """The payload's stderr into the pod's log as it comes, except that a line of its own
-    that looks like this pod's certificate line is marked as the payload's: the log's
-    certificate line is only ever the one main() prints."""
-    for line in iter(stream.readline, ""):
-        if line.lstrip().startswith(PREFIX):
-            line = "payload stderr: " + line
-        sys.stderr.write(line)
+    """The payload's stderr into the pod's log as it comes, every line of it marked as the
+    payload's ("payload stderr: "), split wherever any reader of the log may split it (a
+    \\x1c or a \\u2028 is a line break to str.splitlines): the log's certificate line is
+    only ever the one main() prints, whatever the payload writes."""
+    for chunk in iter(stream.readline, ""):
+        for line in chunk.splitlines():
+            sys.stderr.write("payload stderr: " + line + "\n")
         sys.stderr.flush()
 
 
