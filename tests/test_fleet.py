@@ -568,3 +568,15 @@ def test_collect_refuses_a_certificate_of_another_image_than_the_tasks(tmp_path,
 def test_a_certificate_names_the_image_a_reference_names(ref, cert, named):
     from envgen.certs.certificate import names_image
     assert names_image({"image_id": "sha256:" + "f" * 64} | cert, ref) is named
+
+
+def test_a_cpu_tasks_pod_sees_no_gpu_and_a_gpu_tasks_pod_keeps_its_own(tmp_path):
+    """The image says NVIDIA_VISIBLE_DEVICES=all: where NVIDIA's runtime is the node's
+    default, a pod asking for no GPU saw every GPU of its node (and its certificate said
+    so). A CPU task's pod sets it to void; a GPU task's is left to the device plugin."""
+    docs = manifests(tmp_path)
+    for doc in docs:
+        c = doc["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        cpu = "nvidia.com/gpu" not in (c.get("resources") or {}).get("limits", {})
+        assert (env.get("NVIDIA_VISIBLE_DEVICES") == "void") is cpu, doc["metadata"]["name"]

@@ -236,3 +236,18 @@ def test_no_rendered_run_hides_a_failure_in_a_pipe():
             if _pipes(run) and "set -o pipefail" not in run:
                 found.append(f"{dockerfile.parent.name}: {run[:120]}")
     assert not found, "\n".join(found[:5])
+
+
+def test_a_build_argument_in_a_label_never_reaches_apptainer():
+    """Apptainer 1.2+ fills {{ word }} anywhere in a definition file but its comments: a
+    project's smoke command holding one failed `apptainer build` (or changed the label)."""
+    import json
+
+    import pytest
+
+    from envgen.render.env import labelvalue
+    smoke = {"smoke": ["python", "-c", "print(string.Template('{{ HOME }}'))"]}
+    text = labelvalue(smoke)
+    assert "{{" not in text and json.loads(text) == smoke
+    with pytest.raises(ValueError, match="refusing '{{'"):
+        labelvalue("a {{ HOME }} label")

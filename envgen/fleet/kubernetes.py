@@ -55,6 +55,9 @@ def manifest(task: Task, images: dict) -> dict:
     labels = {"app.kubernetes.io/name": "envgen", "app.kubernetes.io/component": "certify",
               "envgen.io/target": t.name, "envgen.io/task": str(task.index)}
     env = [{"name": k, "value": v} for k, v in sorted(NCCL_ENV.items())]
+    if not cuda:   # the image says all: on a node whose default runtime is NVIDIA's, a
+        # pod that asks for no GPU would see every GPU there (k8s-device-plugin#61)
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     env += [{"name": "HOME", "value": "/tmp"},
             {"name": "CERTIFY_TEMPLATE", "value": json.dumps(base, sort_keys=True)},
             {"name": "CERTIFY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},

@@ -62,9 +62,17 @@ def dockerquote(value) -> str:
 
 
 def labelvalue(value) -> str:
-    """An Apptainer %labels value: the rest of its line, taken as it is (JSON included)."""
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
-                                                           separators=(",", ":"))
+    """An Apptainer %labels value: the rest of its line, taken as it is (JSON included).
+    Apptainer 1.2+ fills `{{ word }}` anywhere in a definition file but its comments (an
+    undefined one fails the build, a defined one changes the label): in JSON a `{{` can
+    only be inside a string, where `{\u007b` reads back the same; elsewhere it is refused."""
+    if isinstance(value, str):
+        if "{{" in value:
+            raise ValueError("refusing '{{' in an Apptainer label (a build argument to it)")
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":")).replace(
+            "{{", "{\\u007b")
     if _BREAKS.search(text):
         raise ValueError("refusing a line break in an Apptainer label")
     return text
