@@ -474,7 +474,7 @@ def test_the_pods_log_holds_only_its_own_certificate_line(tmp_path):
     certs = [m.group(1) for line in log if (m := _LINE.match(line))]
     assert len(certs) == 1 and json.loads(certs[0])["passed"] is False
     assert "training" in r.stderr and "payload stderr: envgen-certificate:" in r.stderr
-    from envgen.certs.inputs import from_text   # the importer's own reading of the log
+    from envgen.certs.inputs import from_text  # the importer's own reading of the log
     read = [doc for _n, _line, doc, _why in from_text(r.stdout + r.stderr, "log") if doc]
     assert len(read) == 1 and read[0]["passed"] is False, read
 
