@@ -23,7 +23,7 @@ test: bootstrap-tests
 
 # The unit tests (no Docker), on every core: the loop while changing a module. FILES=...
 # narrows it to some test files (tests/README.md maps modules to their tests).
-test-fast:
+test-fast: bootstrap-tests
 	$(PY) -m pytest -q -x -n auto -m "not docker and not gpu and not slow" $(FILES)
 
 # Everything CI runs plus the opt-in sweeps (slow); gpu stays on the lent GPU machine.
