@@ -373,3 +373,10 @@ def test_a_store_file_edited_into_other_types_is_passed_over_not_a_crash(home, c
     out = capsys.readouterr()
     assert json.loads(out.out)["certificates"] == [] and "passed over" in out.err
     assert main(["certs", "show", ONE["image_id"]]) == 2
+
+
+def test_a_certificates_number_where_text_goes_gets_no_yaml_hint():
+    """A certificate is JSON: 'quote it: YAML reads 5 as a number' told the wrong story."""
+    c = cert()
+    c["profile"] = 5
+    assert certificate.form_problem(c) == "profile 5 is not a run profile"

@@ -58,6 +58,7 @@ _HOST = "host is not {{driver, gpus: [{{name, ...}}]}}"
 _CHECKS = "report.checks is not a list of {{name, passed}} checks"
 CERTIFICATE = {
     "type": "object", "required": ["schema", "image_id", "passed", "report"],
+    "yaml": False,   # a JSON form: no hint about YAML's numbers
     "properties": {
         "image_id": {**_SHA, "message": "image_id {value} is not sha256:<64 hex digits>"},
         "image_content": {**_SHA,
