@@ -107,3 +107,13 @@ def test_a_throughput_at_the_ends_of_the_floats_draws_a_chart(value):
              "created": "2026-12-01T00:00:00Z", "samples_per_s": value}]
     bars = throughput_chart(rows)["bars"]
     assert len(bars) == 1 and bars[0]["w"] >= 1.0
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_an_infinite_throughput_is_no_bar_and_no_endless_axis(value):
+    """1e999 in a certificate's JSON reads as infinity: the axis' top grew by tens forever
+    and `envgen report` never ended."""
+    from envgen.report.plots import _nice_max, throughput_chart
+    rows = [{"stack": "pytorch-cu121", "gpu": "H100", "level": "cuda", "passed": True,
+             "created": "2026-12-01T00:00:00Z", "samples_per_s": value}]
+    assert throughput_chart(rows) is None and _nice_max(value) == 1.0

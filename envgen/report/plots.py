@@ -11,7 +11,7 @@ _STACK_ORDER = ("native", "ptx", "cpu", "minor", "forward")   # drawn bottom to 
 
 def _nice_max(value: float) -> float:
     """The axis' top: 1, 2 or 5 times a power of ten, at least `value`."""
-    if value <= 0:
+    if not value > 0 or value == float("inf"):   # NaN, 0, negative or infinite: no axis
         return 1.0
     step = 1.0
     while step * 10 <= value:
@@ -79,8 +79,8 @@ def throughput_chart(cert_rows: list[dict], limit: int = 24) -> dict | None:
     seen, items = set(), []
     for r in sorted(cert_rows, key=lambda r: r["created"], reverse=True):
         v = r.get("samples_per_s")
-        if not r["passed"] or not isinstance(v, (int, float)) or v <= 0:
-            continue
+        if not r["passed"] or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            continue   # 1e999 in a certificate's JSON reads as infinity
         key = (r["stack"], r["gpu"], r["level"])
         if key in seen:
             continue
