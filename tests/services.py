@@ -123,6 +123,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` different loopback ports nothing listens on now (each held while the next is
+    chosen, so no two are the same)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _need(binary: str, why: str) -> str:
     path = shutil.which(binary) or next(
         (p for p in (f"/usr/bin/{binary}", f"/usr/sbin/{binary}") if os.access(p, os.X_OK)),
@@ -432,27 +451,29 @@ def slurm_cluster(wait_s: float = 60) -> Iterator[Slurm]:
     host = socket.gethostname().split(".")[0]
     cpus = os.cpu_count() or 1
     mem_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 2
-    ctld, slurmd_port = free_port(), free_port()
     conf = root / "slurm.conf"
-    conf.write_text("\n".join([
-        "ClusterName=envgen-test", f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={ctld}", f"SlurmdPort={slurmd_port}", "SlurmUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
-        f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool",
-        f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd.pid",
-        f"SlurmctldLogFile={root}/slurmctld.log", f"SlurmdLogFile={root}/slurmd.log",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
-        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "ReturnToService=2",
-        "MinJobAge=3600", "KillWait=15", "OverTimeLimit=0", "InactiveLimit=0",
-        "SlurmctldTimeout=30", "SlurmdTimeout=60", "MessageTimeout=10",
-        f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN",
-        f"PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP",
-        f"PartitionName=short Nodes={host} MaxTime=10 State=UP", ""]))
     env = {"SLURM_CONF": str(conf)}
     full = {**os.environ, **env}
     procs: list[subprocess.Popen] = []
+
+    def write_conf(ctld: int, slurmd_port: int) -> None:
+        conf.write_text("\n".join([
+            "ClusterName=envgen-test", f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={ctld}", f"SlurmdPort={slurmd_port}", "SlurmUser=root",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
+            f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool",
+            f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd.pid",
+            f"SlurmctldLogFile={root}/slurmctld.log", f"SlurmdLogFile={root}/slurmd.log",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "ReturnToService=2",
+            "MinJobAge=3600", "KillWait=15", "OverTimeLimit=0", "InactiveLimit=0",
+            "SlurmctldTimeout=30", "SlurmdTimeout=60", "MessageTimeout=10",
+            f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN",
+            f"PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName=short Nodes={host} MaxTime=10 State=UP", ""]))
 
     def start(argv: list[str], log: str) -> subprocess.Popen:
         with open(root / log, "wb") as out:
@@ -460,15 +481,16 @@ def slurm_cluster(wait_s: float = 60) -> Iterator[Slurm]:
                                  stdin=subprocess.DEVNULL, start_new_session=True, env=full)
         procs.append(p)
         return p
-    try:
-        start([need["munged"], "--foreground", "--force", f"--socket={sock}",
-               f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
-               f"--log-file={root}/munge/munged.log", f"--seed-file={root}/munge/seed"],
-              "munged.out")
-        deadline = time.monotonic() + wait_s
-        while not sock.exists() and time.monotonic() < deadline:
+
+    def come_up(deadline: float) -> str | None:
+        """Start slurmctld (on its own port first: slurmd's connections take ephemeral
+        ports, where the chosen ones lie too) and slurmd; None once the node is idle, else
+        why not."""
+        ctld, slurmd_port = free_ports(2)
+        write_conf(ctld, slurmd_port)
+        ctl = start([need["slurmctld"], "-D", "-i", "-f", str(conf)], "slurmctld.out")
+        while ctl.poll() is None and not _listening(ctld) and time.monotonic() < deadline:
             time.sleep(0.1)
-        start([need["slurmctld"], "-D", "-i", "-f", str(conf)], "slurmctld.out")
         start([need["slurmd"], "-D", "-f", str(conf)], "slurmd.out")
         while time.monotonic() < deadline:
             r = subprocess.run([need["scontrol"], "show", "node", host], capture_output=True,
@@ -479,12 +501,32 @@ def slurm_cluster(wait_s: float = 60) -> Iterator[Slurm]:
                 break
             time.sleep(0.5)
         else:
-            raise RuntimeError(f"the test Slurm node did not come up: "
-                               f"{_tail(root / 'slurmctld.log')}{_tail(root / 'slurmd.log')}")
+            return (f"the test Slurm node did not come up: "
+                    f"{_tail(root / 'slurmctld.log')}{_tail(root / 'slurmd.log')}")
         dead = [p.args[0] for p in procs if p.poll() is not None]
         if dead:
-            raise RuntimeError(f"{dead} exited: {_tail(root / 'slurmctld.out')}"
-                               f"{_tail(root / 'slurmd.out')}{_tail(root / 'munged.out')}")
+            return (f"{dead} exited: {_tail(root / 'slurmctld.out')}"
+                    f"{_tail(root / 'slurmd.out')}{_tail(root / 'munged.out')}")
+        return None
+    try:
+        start([need["munged"], "--foreground", "--force", f"--socket={sock}",
+               f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
+               f"--log-file={root}/munge/munged.log", f"--seed-file={root}/munge/seed"],
+              "munged.out")
+        deadline = time.monotonic() + wait_s
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for _attempt in range(3):   # a chosen port taken before its daemon bound it: again
+            why = come_up(time.monotonic() + wait_s)
+            if why is None or "Address already in use" not in why:
+                break
+            for p in procs[1:]:
+                _stop(p, grace_s=20)
+            del procs[1:]
+            shutil.rmtree(root / "state", ignore_errors=True)
+            (root / "state").mkdir()
+        if why is not None:
+            raise RuntimeError(why)
         yield Slurm(root, env, ("cpu", "short"))
     finally:
         for p in reversed(procs):
