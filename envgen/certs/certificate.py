@@ -229,31 +229,24 @@ def _dicts(c: dict, part: str, key: str) -> bool:
 
 # ---- building ------------------------------------------------------------------------------
 
-def _familiar(name: str) -> str:
-    """An image name as the Docker daemon writes it (docker.io/library/x:t -> x:t,
-    docker.io/org/x -> org/x), so a name a user wrote matches the one a certificate holds."""
-    name = name.removeprefix("docker.io/")
-    return name.removeprefix("library/") if name.count("/") == 1 else name
-
-
 def names_image(cert: dict, ref: str) -> bool:
     """Whether the certificate is of the image `ref` names: an image ID (sha256:..., or the
     start of one), NAME@sha256:DIGEST (one of its repository digests), or NAME[:TAG] (one
     of its tags; no tag means latest). A SIF is named by its path, which is its tag."""
+    from ..core.image import familiar, split_tag
     image_id = cert.get("image_id") or ""
     if re.fullmatch(r"sha256:[0-9a-f]{12,64}", ref, re.ASCII):
         return image_id.startswith(ref)
     name, at, digest = ref.partition("@")
     if at:
-        repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+        repo = split_tag(name)[0]
         return any(d.partition("@")[2] == digest and
-                   _familiar(d.partition("@")[0]) == _familiar(repo)
+                   familiar(d.partition("@")[0]) == familiar(repo)
                    for d in cert.get("image_digests") or ())
     if ref.startswith("/"):   # a SIF's path
         return ref in (cert.get("image_tags") or ())
-    if ":" not in ref.rsplit("/", 1)[-1]:
-        ref += ":latest"
-    return _familiar(ref) in {_familiar(t) for t in cert.get("image_tags") or ()}
+    repo, tag = split_tag(ref)
+    return familiar(f"{repo}:{tag}") in {familiar(t) for t in cert.get("image_tags") or ()}
 
 
 def now() -> str:

@@ -98,6 +98,14 @@ def parse_pinned(text: object) -> tuple[str, str]:
     return parse_repository(repository), digest
 
 
+def familiar(name: str) -> str:
+    """An image name as the Docker daemon writes it in RepoTags and RepoDigests
+    (docker.io/library/x -> x, docker.io/org/x -> org/x), so a name a user wrote matches the
+    daemon's."""
+    name = name.removeprefix("docker.io/")
+    return name.removeprefix("library/") if name.count("/") == 1 else name
+
+
 def split_tag(ref: str) -> tuple[str, str]:
     """(repository, tag) of `ref`; the tag defaults to `latest`. A `:` before the last `/`
     is a registry port, not a tag (localhost:5000/team/img)."""

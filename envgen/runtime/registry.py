@@ -12,7 +12,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from ..core.errors import CheckFailed, EnvgenError, EnvironmentMissing, InputError
-from ..core.image import _DIGEST, _TAG, _show, _split_domain, parse_pinned, parse_repository
+from ..core.image import (
+    _DIGEST,
+    _TAG,
+    _show,
+    _split_domain,
+    familiar,
+    parse_pinned,
+    parse_repository,
+)
 from .docker import image_or_none
 
 SILENCE_S = 120.0   # a daemon that reports no progress for this long is stuck, not busy
@@ -92,9 +100,6 @@ def _read(lines: Iterable) -> tuple[str | None, str | None]:
 
 def _same_repository(name: str, repository: str) -> bool:
     """RepoDigests name Docker Hub images in the familiar form (`org/x`, `x`)."""
-    def familiar(r: str) -> str:
-        r = r.removeprefix("docker.io/")
-        return r.removeprefix("library/") if r.count("/") == 1 else r
     return familiar(name) == familiar(repository)
 
 
