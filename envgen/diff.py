@@ -84,15 +84,22 @@ def verdict(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None,
     return {"runs": True, "how": how, "why": why, "caveat": CAVEATS.get(how)}
 
 
+def host_verdict(judged: list[tuple[str | None, dict]]) -> dict:
+    """A host runs a stack when every kind of GPU in it does: from (GPU name, verdict) per
+    kind, the first that does not run it, its GPU named when the host has more than one
+    kind; else the first."""
+    bad = next(((name, v) for name, v in judged if not v["runs"]), None)
+    if bad is None:
+        return judged[0][1]
+    name, v = bad
+    return v | {"why": f"{name}: {v['why']}" if name and len(judged) > 1 else v["why"]}
+
+
 def _host_verdict(m, stack, driver, gpus: tuple[Gpu, ...]) -> dict:
     """A host runs a stack when every kind of GPU in it does."""
     kinds = list(dict.fromkeys(gpus)) or [None]
-    verdicts = [(g, verdict(m, stack, driver, g)) for g in kinds]
-    bad = next(((g, v) for g, v in verdicts if not v["runs"]), None)
-    if bad is None:
-        return verdicts[0][1]
-    g, v = bad
-    return v | {"why": f"{g.name}: {v['why']}" if g and len(kinds) > 1 else v["why"]}
+    return host_verdict([(g.name if g else None, verdict(m, stack, driver, g))
+                         for g in kinds])
 
 
 def cert_runs(m, cert: dict, driver: str, gpus) -> bool:

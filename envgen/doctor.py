@@ -8,7 +8,7 @@ import os
 import time
 
 from .core.errors import EnvgenError
-from .diff import cert_runs, resolve_all, verdict
+from .diff import cert_runs, host_verdict, resolve_all, verdict
 from .matrix import Matrix
 from .runtime import docker as engine
 from .runtime import host
@@ -144,10 +144,8 @@ def examine(m: Matrix, gpus: HostGpus, docker: dict, today: str | None = None,
         elif not st.cuda:
             rows[name] = verdict(m, st, gpus.driver or "0")
         else:
-            judged = [(g, verdict(m, st, gpus.driver, known, cc=g.cc)) for known, g in kinds]
-            bad = next(((g, v) for g, v in judged if not v["runs"]), None)
-            rows[name] = judged[0][1] if bad is None else bad[1] | (
-                {"why": f"{bad[0].name}: {bad[1]['why']}"} if len(kinds) > 1 else {})
+            rows[name] = host_verdict([(g.name, verdict(m, st, gpus.driver, known, cc=g.cc))
+                                       for known, g in kinds])
     certified = certified or {}
     for name, row in rows.items():
         row["certified"] = certified.get(name)
