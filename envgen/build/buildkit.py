@@ -73,20 +73,16 @@ def explain_failure(lines: list[str]) -> str | None:
         return (f"{pkg} on the index does not match the sha256 its closure pins{detail}: "
                 f"the file changed since the closure was resolved, or the index is not the "
                 f"one it was resolved against")
-    if _NO_NETWORK.search(text):
-        return ("pip inside the build could not reach the package index (no network or no "
-                "DNS in the build's containers; ENVGEN_BUILD_NETWORK=host uses the host's)")
-    if _NO_SPACE.search(text):
-        return ("the disk the Docker daemon builds on is full (No space left on device); "
-                "free space there (docker builder prune, docker image prune) and build again")
-    if _NO_DAEMON.search(text):
-        return "the Docker daemon stopped answering during the build"
-    return None
+    return next((said for pattern, said in _HOST_FAULTS if pattern.search(text)), None)
 
 
-# what the environment lacks, not what the stack is: exit 3 (contract.md), not 1
-_ENVIRONMENT = ("could not reach the package index", "disk the Docker daemon builds on",
-                "Docker daemon stopped answering")
+# what this host lacks, not what the stack is: exit 3 (contract.md), not 1
+_HOST_FAULTS = (
+    (_NO_NETWORK, "pip inside the build could not reach the package index (no network or no "
+                  "DNS in the build's containers; ENVGEN_BUILD_NETWORK=host uses the host's)"),
+    (_NO_SPACE, "the disk the Docker daemon builds on is full (No space left on device); "
+                "free space there (docker builder prune, docker image prune) and build again"),
+    (_NO_DAEMON, "the Docker daemon stopped answering during the build"))
 
 
 @dataclass(frozen=True)
@@ -237,8 +233,8 @@ class BuildKitOutput:
         explained = explain_failure(list(self.tail))
         if explained:
             text = f"build failed: {explained}; the log is {self.log_path}"
-            return EnvironmentMissing(text) if any(e in explained for e in _ENVIRONMENT) \
-                else text
+            return EnvironmentMissing(text) if any(explained == said for _, said in
+                                                   _HOST_FAULTS) else text
         why = f" ({self.error_line[:200]})" if self.error_line and \
             self.error_line.strip() != step.strip() else ""
         return f"build failed at {step[:160]}{why}; the log is {self.log_path}"
