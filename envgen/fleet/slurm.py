@@ -4,7 +4,6 @@ with `sbatch --parsable`, reading state with `sacct` (or, where accounting is of
 `scontrol show job` and the tasks' own result files), resubmitting failed indices."""
 from __future__ import annotations
 
-import calendar
 import functools
 import json
 import re
@@ -388,8 +387,9 @@ def _matrix():
 def _seconds(utc) -> float | None:
     """2026-12-01T12:00:00Z (a certificate's `created`, a submission's `submitted`) as
     seconds since the epoch; None when it is not one."""
+    from ..core.model import utc_seconds
     try:
-        return calendar.timegm(time.strptime(str(utc)[:19], "%Y-%m-%dT%H:%M:%S"))
+        return utc_seconds(f"{str(utc)[:19]}Z", "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         return None
 
