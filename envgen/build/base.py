@@ -135,10 +135,7 @@ def make_local_base(base: BaseImage, log, docker: str | None = None,
 
 
 def _kill_session(proc) -> None:
-    try:
-        os.killpg(proc.pid, 9)
-    except ProcessLookupError:
-        pass
+    engine.end_session(proc, grace=0)   # the recipe's whole session: sh and mmdebstrap
     proc.communicate()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.errors import BuildFailed, EnvironmentMissing
 from ..core.model import DEFAULT_PLATFORM
-from .docker import BuildCli, die_with_parent
+from .docker import BuildCli, die_with_parent, end_session
 
 IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
 TICK_S = 1.0      # how often a silent build's callback is given None (for a heartbeat)
@@ -50,31 +50,6 @@ def _lines(proc, idle: float, tick: float | None = None):
             yield pending.decode("utf-8", "replace")
     finally:
         sel.close()
-
-
-def _stop(proc, grace: float = 5.0) -> None:
-    """End the build CLI and every process of its session: SIGTERM first (buildx cancels
-    the build on the daemon), SIGKILL to what is left after `grace` s."""
-    import signal
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + grace
-    while True:
-        proc.poll()   # reap the CLI, so that the group is empty once its plugin ends too
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        if time.monotonic() > deadline:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            break
-        time.sleep(0.1)
-    proc.wait()
 
 
 def buildkit_argv(cli: BuildCli, context: Path, dockerfile: Path, iid: Path, *,
@@ -119,12 +94,12 @@ def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
                 on_line(line)
             rc = proc.wait()
         except TimeoutError:
-            _stop(proc)
+            end_session(proc)
             raise EnvironmentMissing(f"the build printed nothing for {idle:g} s "
                                      f"(ENVGEN_BUILD_IDLE_TIMEOUT) and was stopped: the Docker "
                                      f"daemon or BuildKit is stuck; the log is {log}") from None
         except BaseException:
-            _stop(proc)
+            end_session(proc)
             raise
         if rc != 0 or not iid.exists():
             why = failed()

@@ -167,6 +167,32 @@ def reap(c) -> list[str]:
     return removed
 
 
+def end_session(proc, grace: float = 5.0) -> None:
+    """End `proc` (started with start_new_session) and every process of its session: SIGTERM
+    first (buildx cancels the build on the daemon), SIGKILL to what is left after `grace`
+    s; then reap it."""
+    import signal
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while True:
+        proc.poll()   # reap the CLI, so that the group is empty once its plugin ends too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+        time.sleep(0.1)
+    proc.wait()
+
+
 def die_with_parent() -> None:
     """In the child, before exec: SIGTERM it when envgen dies, SIGKILL included, so no
     `docker build` outlives the envgen that started it (Linux prctl PR_SET_PDEATHSIG)."""
