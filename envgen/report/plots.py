@@ -24,13 +24,6 @@ def _nice_max(value: float) -> float:
     return 10 * step
 
 
-def _axis_top(value: float) -> float:
-    """_nice_max for a divisor: a value too small to have a power of ten below it (5e-324,
-    from a certificate: the fields are untrusted) gets the axis of 1."""
-    top = _nice_max(value)
-    return top if top > 0 and top >= value else 1.0
-
-
 def branches_chart(view: dict) -> dict:
     """Stacked bars: per driver branch of the grid `view` (build_report's any-GPU view), the
     number of stacks that run there, split by how; the fleet's branches marked."""
@@ -91,7 +84,7 @@ def throughput_chart(cert_rows: list[dict], limit: int = 24) -> dict | None:
         return None
     items.sort(key=lambda i: -i["value"])
     items = items[:limit]
-    top_value = _axis_top(items[0]["value"])
+    top_value = _nice_max(items[0]["value"])
     left, row_h, top = 260, 20, 8
     plot_w = WIDTH - left - 90
     bars = []
