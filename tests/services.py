@@ -118,9 +118,7 @@ def certified_build(spec: str, tag: str, home: str, before: frozenset[str]) -> I
 
 def free_port() -> int:
     """A loopback port nothing listens on now (also what a stopped registry looks like)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def free_ports(n: int) -> list[int]:

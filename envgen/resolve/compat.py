@@ -41,7 +41,7 @@ def driver_cuda(matrix: Matrix, driver: str) -> str | None:
 
 def as_release(matrix: Matrix, driver: str) -> str:
     """A driver as a release: a bare branch (535) is read as the branch's first release in
-    the matrix (535.54.03), the oldest driver it can mean, instead of 535.0.0, which is
+    the matrix (535.43.02), the oldest driver it can mean, instead of 535.0.0, which is
     older than every real release and judged like none of them."""
     if "." not in driver:
         row = matrix.driver_branch_of(driver)
