@@ -136,6 +136,35 @@ def test_a_pin_going_backwards_is_refused(tmp_path):
         (matrix_with(tmp_path / "again", ["2.4.1", "2.5.1"]) / "pytorch.yaml").read_text()
 
 
+def _set_cuda(folder: Path, version: str, variant: str, cuda: str) -> None:
+    path = folder / "pytorch.yaml"
+    doc = yaml.safe_load(path.read_text())
+    (row,) = [r for r in doc["framework_releases"] if r["version"] == version]
+    (v,) = [v for v in row["variants"] if v["name"] == variant]
+    v["cuda"] = cuda
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_a_hand_kept_correction_may_take_that_one_value_backwards(tmp_path):
+    # torch 2.4.x cu124 was once given CUDA 12.4.1; pytorch_index_variants.yaml corrects it
+    # to 12.4.0 (`corrects: {cuda: "12.4.1"}`): that value may go backwards, no other may
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    _set_cuda(folder, "2.4.1", "cu124", "12.4.1")
+    with RecordedIndex() as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    assert r["written"] and r["refusals"] == []
+    assert "pytorch 2.4.1 cu124: cuda corrected, 12.4.1 -> 12.4.0" in r["changed"]
+    rows = {r["version"]: r for r in
+            yaml.safe_load((folder / "pytorch.yaml").read_text())["framework_releases"]}
+    assert [v["cuda"] for v in rows["2.4.1"]["variants"] if v["name"] == "cu124"] == ["12.4.0"]
+
+    other = matrix_with(tmp_path / "other", ["2.4.1", "2.5.1"])
+    _set_cuda(other, "2.4.1", "cu124", "12.4.2")
+    with RecordedIndex() as idx, pytest.raises(Refused) as e:
+        refresh(["pytorch"], other, index_url=idx.url)
+    assert "pytorch 2.4.1 cu124: cuda would go backwards, 12.4.2 -> 12.4.0" in e.value.message
+
+
 def test_a_pin_that_does_not_parse_is_refused(tmp_path):
     folder = matrix_with(tmp_path, ["2.4.1"])
     data = _edit_metadata(recorded(), "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",

@@ -44,7 +44,8 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
     path = folder / reader.FILE
     old_text, old = read_old(path)
     change = compare_releases((old or {}).get("framework_releases") or [],
-                              doc.get("framework_releases") or [])
+                              doc.get("framework_releases") or [],
+                              frozenset(run.corrections))
     if "platform_wheels" in doc or "platform_wheels" in (old or {}):   # platforms.yaml
         rows = compare_platform_wheels((old or {}).get("platform_wheels") or [],
                                        doc.get("platform_wheels") or [])

@@ -1,9 +1,10 @@
 """What a refresh changes in one generated matrix file, and whether it may be written.
 
 Refused (nothing written): a release or a variant that would disappear (a fact deleted
-silently), a version that goes backwards (a pin, a companion, a CUDA line), and a file that
-would not validate with the rest of the matrix. Everything else is reported as a change, a
-reviewer reads it in the diff."""
+silently), a version that goes backwards (a pin, a companion, a CUDA line) unless a
+hand-kept source says it corrects that very value, and a file that would not validate with
+the rest of the matrix. Everything else is reported as a change, a reviewer reads it in the
+diff."""
 from __future__ import annotations
 
 import os
@@ -41,8 +42,10 @@ def _version(text) -> Version | None:
         return None
 
 
-def _value(where: str, key: str, old, new, ch: Change) -> None:
-    """One fact: unchanged, changed, dropped, or (for versions) gone backwards."""
+def _value(where: str, key: str, old, new, ch: Change,
+           corrections: frozenset = frozenset()) -> None:
+    """One fact: unchanged, changed, dropped, or (for versions) gone backwards; a version
+    may go backwards only where `corrections` holds (where, key, old)."""
     if old == new:
         return
     if new is None:
@@ -53,7 +56,10 @@ def _value(where: str, key: str, old, new, ch: Change) -> None:
         return
     vo, vn = _version(old), _version(new)
     if isinstance(old, str) and vo is not None and vn is not None and vn < vo:
-        ch.refusals.append(f"{where}: {key} would go backwards, {old} -> {new}")
+        if (where, key, old) in corrections:
+            ch.changed.append(f"{where}: {key} corrected, {old} -> {new}")
+        else:
+            ch.refusals.append(f"{where}: {key} would go backwards, {old} -> {new}")
         return
     ch.changed.append(f"{where}: {key} {old!r} -> {new!r}")
 
@@ -82,7 +88,8 @@ def _listed(where: str, key: str, old: list, new: list, ch: Change) -> None:
         ch.changed.append(f"{where}: {key} adds {', '.join(map(str, more))}")
 
 
-def _fields(where: str, old: dict, new: dict, skip: set, ch: Change) -> None:
+def _fields(where: str, old: dict, new: dict, skip: set, ch: Change,
+            corrections: frozenset = frozenset()) -> None:
     """Every field of one row but `skip`: lists, mappings and single values."""
     for f in [*new, *(f for f in old if f not in new)]:
         if f in skip:
@@ -93,11 +100,14 @@ def _fields(where: str, old: dict, new: dict, skip: set, ch: Change) -> None:
         elif isinstance(a, dict) or isinstance(b, dict):
             _mapping(where, f, a or {}, b or {}, ch)
         else:
-            _value(where, f, a, b, ch)
+            _value(where, f, a, b, ch, corrections)
 
 
-def compare_releases(old: list[dict], new: list[dict]) -> Change:
-    """The change from `old` framework_releases rows to `new` ones."""
+def compare_releases(old: list[dict], new: list[dict],
+                     corrections: frozenset = frozenset()) -> Change:
+    """The change from `old` framework_releases rows to `new` ones; `corrections` holds the
+    (row, key, old value) triples a hand-kept source corrects (a version that may go
+    backwards, reported as corrected)."""
     ch = Change()
     key = lambda r: (r.get("framework"), str(r.get("version")))  # noqa: E731
     olds = {key(r): r for r in old if isinstance(r, dict)}
@@ -119,7 +129,8 @@ def compare_releases(old: list[dict], new: list[dict]) -> Change:
         for name in sorted(ov.keys() & nv.keys()):
             a, b, w = ov[name], nv[name], f"{where} {name}"
             _inferred(w, a, b, ch)
-            _fields(w, a, b, skip={"name", "confidence", "why"}, ch=ch)
+            _fields(w, a, b, skip={"name", "confidence", "why"}, ch=ch,
+                    corrections=corrections)
     return ch
 
 

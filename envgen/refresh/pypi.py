@@ -518,6 +518,8 @@ class Run:
     jobs: int = 16
     warnings: list[str] = field(default_factory=list)
     folder: Path | None = None   # the matrix folder written to (a reader may read its rows)
+    # (row, key, old value) a hand-kept source corrects: that value may go backwards
+    corrections: set[tuple[str, str, str]] = field(default_factory=set)
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)

@@ -304,6 +304,14 @@ def build_release(run: Run, rel: dict, comp: dict, table: dict,
                 raise Refused(f"torch {v} {name}: cuda {hv['cuda']} does not match the name")
             # a variant's own why (the sources that name it) replaces its release's
             why = hv.get("why") or hand_why
+            corrects = hv.get("corrects") or {}
+            if not isinstance(corrects, dict) or not all(
+                    k in ("cuda", "cudnn", "nccl") and isinstance(w, str)
+                    for k, w in corrects.items()):
+                raise Refused(f"torch {v} {name}: `corrects` in {VARIANTS_FILE.name} maps "
+                              f"cuda, cudnn or nccl to the version it replaces")
+            for key, was in corrects.items():
+                run.corrections.add((f"pytorch {v} {name}", key, was))
             if why and name != "cpu":
                 whys.insert(0, why)
             entry = {"name": name, "cuda": hv.get("cuda"), "cudnn": hv.get("cudnn"),
