@@ -165,6 +165,38 @@ def test_a_hand_kept_correction_may_take_that_one_value_backwards(tmp_path):
     assert "pytorch 2.4.1 cu124: cuda would go backwards, 12.4.2 -> 12.4.0" in e.value.message
 
 
+def test_the_wheels_own_gpu_code_wins_over_an_arch_list_row(tmp_path, monkeypatch):
+    from envgen.refresh import wheel_archs
+    folder = matrix_with(tmp_path, ["2.4.1", "2.5.1"])
+    wheel = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
+    row = {"project": "torch", "version": "2.4.1", "variant": "cu121", "wheel": wheel,
+           "sha256": "0" * 64,
+           "library": "torch/lib/libtorch_cuda.so", "fatbins": 3, "build": 3,
+           "sass": ["6.0", "7.0", "7.5", "8.0", "8.6", "9.0"], "ptx": ["9.0"], "partial": []}
+    monkeypatch.setattr(wheel_archs, "load", lambda project: {"2.4.1": row})
+    with RecordedIndex() as idx:
+        (r,) = refresh(["pytorch"], folder, index_url=idx.url)
+    assert any(w.startswith("torch 2.4.1 cu121: the list kept as data gives SASS 5.0, 6.0")
+               and w.endswith("carries SASS 6.0, 7.0, 7.5, 8.0, 8.6, 9.0 "
+                                                  "and PTX 9.0: the wheel wins")
+               for w in r["warnings"]), r["warnings"]
+    rows = {x["version"]: x for x in
+            yaml.safe_load((folder / "pytorch.yaml").read_text())["framework_releases"]}
+    (cu121,) = [v for v in rows["2.4.1"]["variants"] if v["name"] == "cu121"]
+    assert cu121["compute_capabilities"][0] == "6.0" and cu121["ptx"] == "9.0"
+    assert "confidence" not in cu121
+    # a record of another wheel (a rebuilt file) is not taken
+    monkeypatch.setattr(wheel_archs, "load",
+                        lambda project: {"2.4.1": {**row, "wheel": "other.whl"}})
+    again = matrix_with(tmp_path / "again", ["2.4.1", "2.5.1"])
+    with RecordedIndex() as idx:
+        (r,) = refresh(["pytorch"], again, index_url=idx.url)
+    rows = {x["version"]: x for x in
+            yaml.safe_load((again / "pytorch.yaml").read_text())["framework_releases"]}
+    (cu121,) = [v for v in rows["2.4.1"]["variants"] if v["name"] == "cu121"]
+    assert cu121["compute_capabilities"][0] == "5.0" and cu121["ptx"] is None
+
+
 def test_a_pin_that_does_not_parse_is_refused(tmp_path):
     folder = matrix_with(tmp_path, ["2.4.1"])
     data = _edit_metadata(recorded(), "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",

@@ -143,3 +143,29 @@ def test_the_bundled_table_agrees_with_the_bundled_matrix():
             continue
         assert cu["cuda"].startswith(cuda + ".") and cu["cudnn"].startswith(cudnn + ".")
         assert cu["name"] == "cu" + cuda.replace(".", "")
+
+
+def _read(version, sass, ptx):
+    return {"project": "tensorflow", "version": version, "variant": "cu125",
+            "wheel": f"tensorflow-{version}-cp311-cp311-manylinux_2_17_x86_64.whl",
+            "sha256": "0" * 64, "library": "tensorflow/libtensorflow_cc.so.2",
+            "fatbins": 9, "build": 9, "sass": sass, "ptx": ptx, "partial": []}
+
+
+def test_the_wheels_own_gpu_code_replaces_the_bazelrc_list(tmp_path, monkeypatch):
+    from envgen.refresh import wheel_archs
+    record = {"2.19.1": _read("2.19.1", ["5.0", "6.0", "7.0", "7.5", "8.0"], ["8.0"]),
+              "2.21.0": _read("2.21.0", ["6.0", "7.0", "8.0", "8.9"], ["9.0"])}
+    monkeypatch.setattr(wheel_archs, "load", lambda project: record)
+    result, rows = run(tmp_path, {"2.19.1": EXACT, "2.21.0": RANGES})
+    exact = rows["2.19.1"]["variants"][0]
+    assert (exact["compute_capabilities"], exact["ptx"]) == \
+        (["5.0", "6.0", "7.0", "7.5", "8.0"], "8.0")
+    assert "confidence" not in exact and "why" not in exact     # every fact read
+    assert any(w.startswith("tensorflow 2.19.1 cu125: the list kept as data gives SASS "
+                            "6.0, 7.0, 8.0, 8.9 and PTX 9.0") for w in result["warnings"])
+    ranged = rows["2.21.0"]["variants"][0]
+    assert ranged["confidence"] == "inferred" and "ranges" in ranged["why"]
+    assert ".bazelrc" not in ranged["why"]                       # the CC part is read now
+    assert not any(w.startswith("tensorflow 2.21.0") and "the wheel wins" in w
+                   for w in result["warnings"])                  # the same: no warning

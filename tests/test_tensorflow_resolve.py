@@ -77,14 +77,18 @@ def test_a_driver_below_every_cuda_floor_is_refused_and_offers_the_cpu_build():
     assert list(e.hints) == ["tensorflow==2.21.0,variant=cpu"]
 
 
-def test_h100_on_a_minor_version_driver_needs_a_native_build():
-    """TF's wheels carry PTX, not SASS, for 9.0, and PTX does not JIT under minor-version
-    compatibility: on R535 the H100 gets the newest release its driver runs natively."""
-    st = res("tensorflow", driver="535.104.05", gpu="H100")
-    assert (st.stack, st.cuda) == ("tensorflow-cu122", "12.2")
+def test_h100_on_a_minor_version_driver_needs_sass_for_9_0():
+    """TensorFlow 2.15's wheel carries SASS up to 8.0 and PTX 8.0 (read from the wheel:
+    envgen/refresh/wheel_archs.yaml), and PTX does not JIT under minor-version
+    compatibility: on R525 the H100 cannot run CUDA 12.2's 2.15, on R535 (12.2's own
+    driver) it can. 2.16 on carry SASS 9.0, so the newest release runs on R535 too."""
     with pytest.raises(Unsatisfiable) as e:
-        res("tensorflow-cu125", driver="535.104.05", gpu="H100")
-    assert "PTX JIT fails under minor-version compatibility" in e.value.message
+        res("tensorflow-cu122", driver="525.60.13", gpu="H100")
+    assert "only PTX 8.0, and PTX JIT fails under minor-version compatibility" in \
+        e.value.message
+    assert res("tensorflow-cu122", driver="535.104.05", gpu="H100").cuda == "12.2"
+    st = res("tensorflow", driver="535.104.05", gpu="H100")
+    assert (st.stack, st.cuda) == ("tensorflow-cu125", "12.5")
 
 
 def test_torch_and_tensorflow_in_one_spec_are_refused_naming_both_pins(capsys):

@@ -56,7 +56,7 @@ def test_an_older_driver_gets_torch_2_14_from_its_cuda_12_6_build(m):
 def test_a_variants_own_why_replaces_the_recalled_text_of_its_release():
     table = load_index_variants()
     warnings = []
-    run = SimpleNamespace(warn=warnings.append)
+    run = SimpleNamespace(warn=warnings.append, corrections=set())
     rel = {"version": "2.14.0", "cuda": "13.0.3", "cudnn": "9.24.0.43", "nccl": "2.30.7",
            "packages": {"cuda-toolkit": "13.0.3"}, "released": "2026-09",
            "pythons": ["3.11"], "requires_python": ">=3.10", "license": None,

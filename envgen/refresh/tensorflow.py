@@ -82,7 +82,8 @@ HEADER = """\
 # (https://www.tensorflow.org/install/source#gpu; its rows are kept in
 # envgen/refresh/tensorflow.py, TESTED): from 2.20 the extra states ranges, and each
 # is pinned to its floor on the tested CUDA/cuDNN line (`confidence: inferred`, with why).
-# Compute capabilities: TensorFlow's .bazelrc (inferred per release). `license`: SPDX, from
+# Compute capabilities: the wheel's own GPU code where envgen/refresh/wheel_archs.yaml has
+# read it, else TensorFlow's .bazelrc (inferred per release). `license`: SPDX, from
 # the wheels' METADATA (envgen/refresh/licenses.py); a variant's is its nvidia-* wheels'.
 """
 
@@ -149,11 +150,16 @@ def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested) 
     if len(releases_of) > 1:
         whys.append(f"cudart {runtime} ships with CUDA {', '.join(releases_of)}; the newest "
                     f"is taken")
-    whys.append(WHY_ARCH)
-    return {"name": "cu" + line.replace(".", ""), "cuda": cuda, "cudnn": cudnn, "nccl": nccl,
-            "compute_capabilities": ARCHS, "ptx": PTX, "sources": ["pypi"],
-            "packages": dict(sorted(packages.items())), "confidence": "inferred",
-            "why": "; ".join(whys)[:400]}
+    name = "cu" + line.replace(".", "")
+    # the tensorflow wheel is this variant: its own GPU code says, where it was read
+    from .wheel_archs import arch_of
+    arch, arch_why = arch_of(run, "tensorflow", str(ver), wheel["filename"], name,
+                             {"compute_capabilities": ARCHS, "ptx": PTX}, WHY_ARCH)
+    if arch_why:
+        whys.append(arch_why)
+    return {"name": name, "cuda": cuda, "cudnn": cudnn, "nccl": nccl, **arch,
+            "sources": ["pypi"], "packages": dict(sorted(packages.items())),
+            **({"confidence": "inferred", "why": "; ".join(whys)[:400]} if whys else {})}
 
 
 def _keras(run: Run, ver: Version, reqs, pythons) -> tuple[str, str | None] | None:

@@ -1,0 +1,274 @@
+"""The GPU code a CUDA library carries, read from its .nv_fatbin section (envgen/refresh/
+fatbin.py), and the record of PyPI's framework wheels made from it (envgen/refresh/
+wheel_archs.py): synthetic ELF files built here, bad files, a loopback index, and the
+record itself checked against the TORCH_CUDA_ARCH_LIST rows read from PyTorch's build
+scripts."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import struct
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envgen.refresh import fatbin, pytorch, wheel_archs
+from envgen.refresh.pypi import Index, Refused
+
+
+def fatbin_blob(entries: list[tuple[int, int, int]]) -> bytes:
+    """One fatbin: (kind, sm, payload bytes) entries, 64-byte entry headers."""
+    body = b""
+    for kind, sm, size in entries:
+        head = struct.pack("<HHIQ", kind, 0x101, 64, size) + b"\0" * 12 + \
+            struct.pack("<I", sm) + b"\0" * 32
+        body += head + b"\xab" * size
+    return struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, len(body)) + body
+
+
+def elf(sections: dict[str, bytes]) -> bytes:
+    """A little-endian ELF64 file holding `sections` (and its names table)."""
+    names = b"\0" + b"".join(n.encode() + b"\0" for n in [*sections, ".shstrtab"])
+    data, offsets, at = b"", [], 64
+    for blob in [*sections.values(), names]:
+        offsets.append(at + len(data))
+        data += blob + b"\0" * (-len(blob) % 8)
+    shoff = 64 + len(data)
+    head = b"\x7fELF" + bytes([2, 1, 1]) + b"\0" * 9 + struct.pack("<HHI", 3, 62, 1)
+    head += struct.pack("<QQQIHHHHHH", 0, 0, shoff, 0, 64, 0, 0, 64,
+                        len(sections) + 2, len(sections) + 1)
+    shdrs = b"\0" * 64    # section 0 is empty
+    name_at = 1
+    for (name, blob), off in zip([*sections.items(), (".shstrtab", names)], offsets,
+                                 strict=True):
+        shdrs += struct.pack("<IIQQQQIIQQ", name_at, 1, 0, 0, off, len(blob), 0, 0, 8, 0)
+        name_at += len(name) + 1
+    return head + data + shdrs
+
+
+def lib(tmp_path: Path, sections: dict[str, bytes], name="libx.so") -> Path:
+    p = tmp_path / name
+    p.write_bytes(elf(sections))
+    return p
+
+
+def test_the_set_most_fatbins_share_is_the_build_list(tmp_path):
+    unit = [(2, 75, 40), (2, 80, 24), (2, 90, 8), (1, 90, 16)]
+    fatbins = [fatbin_blob(unit), fatbin_blob(unit[::-1]),          # the build's list
+               fatbin_blob([*unit, (2, 103, 8)]),                   # one unit adds sm_103
+               fatbin_blob([(2, 80, 8)]),                           # an sm_80-only kernel
+               fatbin_blob([(2, 35, 8), (2, 50, 8)])]               # a static library's list
+    section = b"\0" * 8 + (b"\0" * 8).join(fatbins)               # padding between them
+    got = fatbin.library_archs(lib(tmp_path, {".text": b"\x90" * 30, ".nv_fatbin": section}))
+    assert got == {"fatbins": 5, "build": 2, "sass": ["7.5", "8.0", "9.0"], "ptx": ["9.0"],
+                   "partial": ["3.5", "5.0", "10.3"]}
+
+
+def test_on_a_tie_the_larger_set_is_the_build_list():
+    a = frozenset({(2, 80)})
+    b = frozenset({(2, 80), (2, 90)})
+    assert fatbin.summarize([a, b])["sass"] == ["8.0", "9.0"]
+    assert fatbin.summarize([b, a])["sass"] == ["8.0", "9.0"]
+
+
+def test_a_library_without_gpu_code_has_none(tmp_path):
+    assert fatbin.library_archs(lib(tmp_path, {".text": b"\x90" * 8})) == \
+        {"fatbins": 0, "build": 0, "sass": [], "ptx": [], "partial": []}
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: b"", "not an ELF file"),
+    (lambda: b"#!/bin/sh\n" * 10, "not an ELF file"),
+    (lambda: elf({".nv_fatbin": fatbin_blob([(2, 75, 8)])})[:-40],
+     "section headers (at byte"),
+    (lambda: elf({".nv_fatbin": fatbin_blob([(2, 75, 8)])[:-4]}), "runs past"),
+    (lambda: elf({".nv_fatbin": struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, 1 << 40)}),
+     "the fatbin at byte"),
+])
+def test_a_broken_file_is_named_not_a_traceback(tmp_path, make, says):
+    p = tmp_path / "bad.so"
+    p.write_bytes(make())
+    with pytest.raises(fatbin.FatbinError) as e:
+        fatbin.library_archs(p)
+    assert str(e.value).startswith(f"{p}: ") and says in str(e.value)
+
+
+def test_cc_reads_two_and_three_digit_sm_numbers():
+    assert [fatbin.cc(x) for x in (37, 75, 90, 100, 121)] == \
+        ["3.7", "7.5", "9.0", "10.0", "12.1"]
+
+
+# ---- wheels --------------------------------------------------------------------------------
+
+def wheel(tmp_path: Path, members: dict[str, bytes]) -> Path:
+    p = tmp_path / "torch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return p
+
+
+def test_a_wheel_is_read_from_its_library_with_the_most_fatbins(tmp_path):
+    most = elf({".nv_fatbin": b"".join(fatbin_blob([(2, 80, 8), (2, 90, 8)])
+                                       for _ in range(3))})
+    fewer = elf({".nv_fatbin": fatbin_blob([(2, 70, 8)])})
+    pad = b"\0" * (wheel_archs.MIN_LIBRARY + 1)   # under MIN_LIBRARY a file is passed over
+    w = wheel(tmp_path, {"torch/__init__.py": b"",
+                         "torch/lib/libc10_cuda.so": elf({".text": pad}),
+                         "torch/lib/libtorch_cuda_linalg.so": fewer + pad,
+                         "torch/lib/libtorch_cuda.so": most + pad,
+                         "torch/lib/libsmall.so": elf({".nv_fatbin": b"".join(
+                             fatbin_blob([(2, 50, 8)]) for _ in range(5))})})
+    row = wheel_archs.read_wheel(w, w.name, tmp_path)
+    assert row == {"library": "torch/lib/libtorch_cuda.so", "fatbins": 3, "build": 3,
+                   "sass": ["8.0", "9.0"], "ptx": [], "partial": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [w.name]   # scratch copy removed
+
+
+def test_a_versioned_library_name_counts(tmp_path):
+    pad = b"\0" * (wheel_archs.MIN_LIBRARY + 1)
+    w = wheel(tmp_path, {"tensorflow/libtensorflow_cc.so.2":
+                         elf({".nv_fatbin": fatbin_blob([(2, 60, 8), (1, 80, 8)])}) + pad})
+    row = wheel_archs.read_wheel(w, w.name, tmp_path)
+    assert (row["library"], row["sass"], row["ptx"]) == \
+        ("tensorflow/libtensorflow_cc.so.2", ["6.0"], ["8.0"])
+
+
+def test_a_wheel_without_gpu_code_is_refused(tmp_path):
+    pad = b"\0" * (wheel_archs.MIN_LIBRARY + 1)
+    w = wheel(tmp_path, {"torch/__init__.py": b"", "torch/lib/libtorch_cpu.so":
+                         elf({".text": b"\x90"}) + pad})
+    with pytest.raises(Refused, match="no shared library in it has GPU code"):
+        wheel_archs.read_wheel(w, w.name, tmp_path)
+
+
+def test_a_library_that_is_no_elf_is_named(tmp_path):
+    w = wheel(tmp_path, {"torch/lib/libtorch_cuda.so": b"not elf" * (1 << 18)})
+    with pytest.raises(Refused) as e:
+        wheel_archs.read_wheel(w, w.name, tmp_path)
+    assert e.value.message == f"{w.name}: torch/lib/libtorch_cuda.so: not an ELF file"
+
+
+def test_a_file_that_is_no_zip_is_refused(tmp_path):
+    p = tmp_path / "torch.whl"
+    p.write_bytes(b"PK\x03\x04 and then nothing")
+    with pytest.raises(Refused, match="not a readable wheel"):
+        wheel_archs.read_wheel(p, p.name, tmp_path)
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):   # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_download_is_checked_against_the_index_sha256(tmp_path, served):
+    _Files.body = b"wheel bytes" * 1000
+    url = f"http://127.0.0.1:{served.server_address[1]}"
+    index = Index(url)
+    good = {"filename": "t.whl", "url": f"{url}/t.whl",
+            "hashes": {"sha256": hashlib.sha256(_Files.body).hexdigest()}}
+    wheel_archs.download(index, good, tmp_path / "t.whl")
+    assert (tmp_path / "t.whl").read_bytes() == _Files.body
+    bad = {**good, "hashes": {"sha256": "0" * 64}}
+    with pytest.raises(Refused, match="does not match the index's sha256"):
+        wheel_archs.download(index, bad, tmp_path / "u.whl")
+    with pytest.raises(Refused, match="gives no sha256"):
+        wheel_archs.download(index, {**good, "hashes": {}}, tmp_path / "v.whl")
+
+
+def test_a_file_url_off_the_index_host_is_not_fetched(tmp_path, served):
+    index = Index(f"http://127.0.0.1:{served.server_address[1]}")
+    f = {"filename": "t.whl", "url": "https://elsewhere.invalid/t.whl",
+         "hashes": {"sha256": "0" * 64}}
+    with pytest.raises(Exception, match="not on the index's own host"):
+        wheel_archs.download(index, f, tmp_path / "t.whl")
+
+
+# ---- the record, against what PyTorch's build scripts say ------------------------------------
+
+def test_the_record_agrees_with_the_arch_lists_read_from_pytorch_builder():
+    """Where a TORCH_CUDA_ARCH_LIST row was read from PyTorch's build script (confirmed),
+    the wheel's own GPU code says the same: the reader of the one checks the other."""
+    record = wheel_archs.load("torch")
+    table = pytorch.load_index_variants()
+    checked = 0
+    for v, row in record.items():
+        for arch in table["arch_lists"]:
+            if arch["variant"] == row["variant"] and arch.get("confirmed") and \
+                    pytorch.Version(v) in pytorch.SpecifierSet(arch["torch"]):
+                assert row["sass"] == arch["sass"], v
+                checked += 1
+                break
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("project", sorted(wheel_archs.PROJECTS))
+def test_the_record_names_each_wheel_the_matrix_names(project):
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "matrices" /
+                          wheel_archs.PROJECTS[project]).read_text())
+    want = {v: (variant, f) for v, variant, f in wheel_archs.targets(doc, project)}
+    got = wheel_archs.load(project)
+    assert set(got) == set(want)
+    for v, row in got.items():
+        assert (row["variant"], row["wheel"]) == want[v]
+        assert row["build"] > row["fatbins"] / 2 and row["sass"], v
+
+
+@pytest.mark.parametrize("text, says", [
+    ("wheels:\n  - {project: torch, version: '2.4.1'}\n",
+     "torch 2.4.1: variant is missing or not a str"),
+    ("wheels:\n  - 7\n", "a row without a version: 7"),
+    ("wheels:\n  - {project: torch, version: '2.4.1', variant: cu121, wheel: w, sha256: s, "
+     "library: l, fatbins: 1, build: 1, sass: '8.0', ptx: [], partial: []}\n",
+     "torch 2.4.1: sass is missing or not a list"),
+])
+def test_a_broken_record_is_refused_naming_the_row(tmp_path, text, says):
+    p = tmp_path / "wheel_archs.yaml"
+    p.write_text(text)
+    with pytest.raises(Refused) as e:
+        wheel_archs.load("torch", p)
+    assert e.value.message == f"wheel_archs.yaml: {says}"
+
+
+def test_a_wheel_read_lower_ptx_is_a_correction_the_refresh_may_write():
+    from envgen.refresh.pypi import Run
+    run = Run(index=None)
+    row = {"project": "tensorflow", "version": "2.15.0", "variant": "cu122", "wheel": "w.whl",
+           "sha256": "0" * 64, "library": "tensorflow/libtensorflow_cc.so.2", "fatbins": 2,
+           "build": 2, "sass": ["5.0", "8.0"], "ptx": ["8.0"], "partial": []}
+    stated = {"compute_capabilities": ["6.0", "8.9"], "ptx": "9.0"}
+    got, why = wheel_archs.arch_of(run, "tensorflow", "2.15.0", "w.whl", "cu122", stated,
+                                   "from .bazelrc", {"2.15.0": row})
+    assert got == {"compute_capabilities": ["5.0", "8.0"], "ptx": "8.0"} and why is None
+    assert run.corrections == {("tensorflow 2.15.0 cu122", "ptx", "9.0")}
+    assert run.warnings[0].endswith("carries SASS 5.0, 8.0 and PTX 8.0: the wheel wins")
+    # another wheel file, or the same list: nothing changes, nothing is corrected
+    run = Run(index=None)
+    assert wheel_archs.arch_of(run, "tensorflow", "2.15.0", "other.whl", "cu122", stated,
+                               "from .bazelrc", {"2.15.0": row}) == (stated, "from .bazelrc")
+    same = {"compute_capabilities": ["5.0", "8.0"], "ptx": "8.0"}
+    assert wheel_archs.arch_of(run, "tensorflow", "2.15.0", "w.whl", "cu122", same, None,
+                               {"2.15.0": row}) == (same, None)
+    assert run.corrections == set() and run.warnings == []
