@@ -232,7 +232,10 @@ def test_the_record_names_each_wheel_the_matrix_names(project):
     got = wheel_archs.load(project)
     assert set(got) == set(want)
     for v, row in got.items():
-        assert (row["variant"], row["wheel"]) == want[v]
+        variant, filename = want[v]
+        assert row["variant"] == variant
+        assert row["wheel"] == filename if filename else \
+            row["wheel"].startswith(f"{project.replace('-', '_')}-{v}-")
         assert row["build"] > row["fatbins"] / 2 and row["sass"], v
 
 
@@ -272,3 +275,71 @@ def test_a_wheel_read_lower_ptx_is_a_correction_the_refresh_may_write():
     assert wheel_archs.arch_of(run, "tensorflow", "2.15.0", "w.whl", "cu122", same, None,
                                {"2.15.0": row}) == (same, None)
     assert run.corrections == set() and run.warnings == []
+
+
+def _cc(v: str) -> tuple[int, int]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def test_cudnn_min_cc_agrees_with_the_gpu_code_of_its_wheels():
+    """matrices/libraries.yaml's min_cc of a cuDNN release is the oldest architecture its
+    wheel's libcudnn_ops is built for (a row without one: nothing above CUDA 12's own
+    floor, 5.0); a min_cc whose source is the wheel names the very wheel read."""
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "matrices" /
+                          "libraries.yaml").read_text())
+    checked = 0
+    for project in ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13"):
+        record = wheel_archs.load(project)
+        for row in doc["libraries"]:
+            read = record.get(str(row["version"])) if row["name"] == "cudnn" else None
+            if read is None or f"/{project}/" not in row["source"]:
+                continue
+            oldest = min(read["sass"], key=_cc)
+            if row.get("min_cc"):
+                assert row["min_cc"] == oldest, row["version"]
+            else:
+                assert _cc(oldest) <= (5, 0), row["version"]
+            if str(row.get("min_cc_source", "")).startswith("pypi:"):
+                assert row["min_cc_source"] == f"pypi:{project}/{read['wheel']}"
+                assert "confidence" not in row
+            checked += 1
+    assert checked >= 40
+
+
+def test_cudnn_rows_are_read_from_their_pypi_wheel():
+    doc = {"libraries": [
+        {"name": "cudnn", "version": "9.11.0.98",
+         "source": "https://pypi.org/project/nvidia-cudnn-cu12/9.11.0.98/"},
+        {"name": "cudnn", "version": "9.0.0.312",
+         "source": "https://docs.nvidia.com/deeplearning/cudnn/backend/v9.0.0/"},
+        {"name": "nccl", "version": "2.20.5",
+         "source": "https://pypi.org/project/nvidia-nccl-cu12/2.20.5/"}]}
+    assert wheel_archs.targets(doc, "nvidia-cudnn-cu12") == [("9.11.0.98", "cu12", None)]
+    assert wheel_archs.targets(doc, "nvidia-cudnn-cu13") == []
+    files = {n: {"filename": n} for n in (
+        "nvidia_cudnn_cu12-9.11.0.98-py3-none-manylinux_2_27_x86_64.whl",
+        "nvidia_cudnn_cu12-9.11.0.98-py3-none-manylinux_2_27_aarch64.whl",
+        "nvidia_cudnn_cu12-9.11.0.98-py3-none-win_amd64.whl",
+        "nvidia_cudnn_cu12-9.11.0.980-py3-none-manylinux_2_27_x86_64.whl")}
+    assert wheel_archs.linux_wheel(files, "nvidia-cudnn-cu12", "9.11.0.98") == \
+        "nvidia_cudnn_cu12-9.11.0.98-py3-none-manylinux_2_27_x86_64.whl"
+    with pytest.raises(Refused, match="expected one manylinux x86_64 wheel on the index, "
+                                      "found 0"):
+        wheel_archs.linux_wheel(files, "nvidia-cudnn-cu12", "9.12.0.46")
+
+
+def test_a_named_library_the_wheel_lacks_is_refused(tmp_path):
+    w = wheel(tmp_path, {"nvidia/cudnn/lib/libcudnn_graph.so.9": elf({})})
+    with pytest.raises(Refused, match="it has none of nvidia/cudnn/lib/libcudnn_ops.so.9"):
+        wheel_archs.read_wheel(w, w.name, tmp_path, wheel_archs.LIBRARIES["nvidia-cudnn-cu13"])
+
+
+def test_a_named_library_is_read_even_when_another_has_more_fatbins(tmp_path):
+    engines = elf({".nv_fatbin": b"".join(fatbin_blob([(2, sm, 8)]) for sm in (75, 80, 90))})
+    ops = elf({".nv_fatbin": fatbin_blob([(2, 75, 8), (2, 90, 8)])})
+    w = wheel(tmp_path, {"nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9": engines,
+                         "nvidia/cudnn/lib/libcudnn_ops.so.9": ops})
+    row = wheel_archs.read_wheel(w, w.name, tmp_path,
+                                 wheel_archs.LIBRARIES["nvidia-cudnn-cu12"])
+    assert (row["library"], row["sass"]) == ("nvidia/cudnn/lib/libcudnn_ops.so.9",
+                                             ["7.5", "9.0"])
