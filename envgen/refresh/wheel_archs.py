@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 from packaging.version import Version
 
-from ..core.errors import EnvgenError, EnvironmentMissing
+from ..core.errors import EnvgenError, EnvironmentMissing, InputError
 from .fatbin import FatbinError, library_archs
 from .pypi import PYPI, UA, Index, Refused, Run, _allowed
 
@@ -65,11 +65,26 @@ HEADER = """\
 """
 
 
+def _yaml(path: Path, error) -> dict:
+    """The mapping a YAML file holds; `error` (naming the file and line) otherwise."""
+    try:
+        doc = yaml.safe_load(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot be read ({e})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise error(f"{where}: not YAML ({getattr(e, 'problem', None) or e})") from None
+    if not isinstance(doc, dict):
+        raise error(f"{path}: not a YAML mapping")
+    return doc
+
+
 def load(project: str, path: Path = RECORD) -> dict[str, dict]:
     """version -> the record row of `project`'s wheel ({} when the file is missing)."""
     if not path.is_file():
         return {}
-    doc = yaml.safe_load(path.read_text("utf-8")) or {}
+    doc = _yaml(path, Refused)
     out = {}
     for row in doc.get("wheels") or []:
         if not isinstance(row, dict) or not isinstance(row.get("version"), str):
@@ -241,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         index = Index(args.index_url)
         rows = {(p, v): r for p in PROJECTS for v, r in load(p).items()}
         for project in args.project or sorted(PROJECTS):
-            doc = yaml.safe_load((args.matrix / PROJECTS[project]).read_text("utf-8"))
+            doc = _yaml(args.matrix / PROJECTS[project], InputError)
             files = {f["filename"]: f for f in index.project(project)["files"]}
             for v, variant, filename in targets(doc, project):
                 if (args.versions and v not in args.versions) or \
@@ -268,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     except EnvgenError as e:
         print(f"envgen: error: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:   # the scratch folder's disk, the record's folder
+        print(f"envgen: error: {e}", file=sys.stderr)
+        return EnvironmentMissing.exit_code
     except KeyboardInterrupt:
         print("envgen: interrupted; the record keeps the wheels read so far", file=sys.stderr)
         return 130
