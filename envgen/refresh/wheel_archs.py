@@ -108,9 +108,14 @@ def arch_of(run: Run, project: str, version: str, wheel: str, variant: str,
     """{compute_capabilities, ptx} of the variant that `wheel` is, as the wheel's own GPU
     code says, over `stated` (the reader's list, with its `why`); a difference is warned
     of, and a PTX the wheel shows lower than stated is a correction the refresh may write.
-    Without a record of that very wheel, `stated` and `why` stand."""
+    Without a record of that very wheel, `stated` and `why` stand, and the run says so (a
+    release the refresh added waits for `python -m envgen.refresh.wheel_archs`)."""
     row = (load(project) if record is None else record).get(version)
     if row is None or row["wheel"] != wheel or row["variant"] != variant:
+        run.warn(f"{project} {version} {variant}: {wheel}'s GPU code is not in "
+                 f"{RECORD.name}{' (it records ' + row['wheel'] + ')' if row else ''}; "
+                 f"the list kept as data stands until `python -m envgen.refresh.wheel_archs "
+                 f"{version}` reads it")
         return stated, why
     got = {"compute_capabilities": list(row["sass"]),
            "ptx": row["ptx"][-1] if row["ptx"] else None}
