@@ -113,7 +113,8 @@ def _floor(run: Run, req, what: str) -> str:
     return newest_matching(run.index, canonicalize_name(req.name), SpecifierSet(f"=={low[0]}"))
 
 
-def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested) -> dict:
+def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested,
+             archs: dict) -> dict:
     what = f"tensorflow {ver} [{EXTRA}]"
     reqs = [r for r in requirements(run.index.metadata(wheel)[0], python, what,
                                     frozenset({EXTRA}))
@@ -154,7 +155,7 @@ def _variant(run: Run, ver: Version, wheel: dict, python: str, cudarts, tested) 
     # the tensorflow wheel is this variant: its own GPU code says, where it was read
     from .wheel_archs import arch_of
     arch, arch_why = arch_of(run, "tensorflow", str(ver), wheel["filename"], name,
-                             {"compute_capabilities": ARCHS, "ptx": PTX}, WHY_ARCH)
+                             {"compute_capabilities": ARCHS, "ptx": PTX}, WHY_ARCH, archs)
     if arch_why:
         whys.append(arch_why)
     return {"name": name, "cuda": cuda, "cudnn": cudnn, "nccl": nccl, **arch,
@@ -196,6 +197,8 @@ def _extras(metadata: str) -> set[str]:
 
 def derive(run: Run) -> dict:
     _, cudarts = matrix_cuda(run, "tensorflow")
+    from . import wheel_archs
+    archs = wheel_archs.load("tensorflow")   # the wheels' own GPU code, read once
     tf = releases(run.index.project("tensorflow"), FIRST)
     cpu = releases(run.index.project("tensorflow-cpu"), FIRST)
     rows = []
@@ -213,7 +216,7 @@ def derive(run: Run) -> dict:
         pythons = sorted(best, key=Version)
         wheel = best[pythons[-1]]
         extras = _extras(run.index.metadata(wheel)[0])
-        variant = (_variant(run, ver, wheel, pythons[-1], cudarts, TESTED[minor])
+        variant = (_variant(run, ver, wheel, pythons[-1], cudarts, TESTED[minor], archs)
                    if EXTRA in extras else None)
         cpu_wheels = best_wheels(cpu.get(ver, []))
         plain = {"name": "cpu", "cuda": None, "cudnn": None, "nccl": None,

@@ -24,10 +24,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-import yaml
 from packaging.version import Version
 
-from ..core.errors import EnvgenError, EnvironmentMissing, InputError
+from ..core.errors import EnvgenError, EnvironmentMissing, InputError, MatrixError
 from .fatbin import FatbinError, library_archs
 from .pypi import PYPI, UA, Index, Refused, Run, _allowed
 
@@ -66,17 +65,15 @@ HEADER = """\
 
 
 def _yaml(path: Path, error) -> dict:
-    """The mapping a YAML file holds; `error` (naming the file and line) otherwise."""
+    """The mapping a YAML file holds, read by the matrix's own loader (strict UTF-8, a size
+    bound, every fault at file:line); `error` of its sentence otherwise."""
+    from ..matrix.yamlfile import load_file
     try:
-        doc = yaml.safe_load(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise error(f"{path}: cannot be read ({e})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise error(f"{where}: not YAML ({getattr(e, 'problem', None) or e})") from None
+        doc = load_file(path)
+    except MatrixError as e:
+        raise error(e.message, file=e.file, line=e.line) from None
     if not isinstance(doc, dict):
-        raise error(f"{path}: not a YAML mapping")
+        raise error("not a YAML mapping", file=str(path))
     return doc
 
 
@@ -103,14 +100,14 @@ def load(project: str, path: Path = RECORD) -> dict[str, dict]:
 
 
 def arch_of(run: Run, project: str, version: str, wheel: str, variant: str,
-            stated: dict, why: str | None, record: dict | None = None
-            ) -> tuple[dict, str | None]:
+            stated: dict, why: str | None, record: dict) -> tuple[dict, str | None]:
     """{compute_capabilities, ptx} of the variant that `wheel` is, as the wheel's own GPU
-    code says, over `stated` (the reader's list, with its `why`); a difference is warned
-    of, and a PTX the wheel shows lower than stated is a correction the refresh may write.
-    Without a record of that very wheel, `stated` and `why` stand, and the run says so (a
-    release the refresh added waits for `python -m envgen.refresh.wheel_archs`)."""
-    row = (load(project) if record is None else record).get(version)
+    code says (`record`: load(project), read once per refresh), over `stated` (the reader's
+    list, with its `why`); a difference is warned of, and a PTX the wheel shows lower than
+    stated is a correction the refresh may write. Without a record of that very wheel,
+    `stated` and `why` stand, and the run says so (a release the refresh added waits for
+    `python -m envgen.refresh.wheel_archs`)."""
+    row = record.get(version)
     if row is None or row["wheel"] != wheel or row["variant"] != variant:
         run.warn(f"{project} {version} {variant}: {wheel}'s GPU code is not in "
                  f"{RECORD.name}{' (it records ' + row['wheel'] + ')' if row else ''}; "
