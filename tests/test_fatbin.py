@@ -377,3 +377,105 @@ def test_the_tool_names_a_missing_matrix_file_and_exits_2(tmp_path, capsys, monk
     assert err == f"envgen: error: {tmp_path}/pytorch.yaml: cannot read: No such file or " \
         f"directory\n"
     assert "Traceback" not in err
+
+
+# ---- JAX: the plugins' prebuilt kernels against the lists XLA's ptxas can target ----------
+
+@pytest.mark.parametrize("gpu, sass, ptx, runs", [
+    ("8.6", ["8.0"], [], True),                      # same major, lower minor
+    ("12.1", ["12.0"], [], True),
+    ("7.5", ["8.0"], [], False),                     # SASS of a higher minor: no
+    ("10.0", ["9.0"], ["9.0"], True),                # PTX at or below the GPU: JIT
+    ("11.0", ["7.5", "10.0", "12.0"], ["12.0"], False),   # Thor under jax 0.7.2's cuda13
+    ("9.0", [], [], False),
+])
+def test_runs_on_follows_cudas_compatibility_rule(gpu, sass, ptx, runs):
+    assert fatbin.runs_on(gpu, sass, ptx) is runs
+
+
+def _jax_row(project, version, sass, ptx):
+    return {"project": project, "version": version, "variant": "cuda13", "wheel": "w.whl",
+            "sha256": "0" * 64, "library": "lib.so", "fatbins": 9, "build": 9,
+            "sass": sass, "ptx": ptx, "partial": []}
+
+
+def test_the_jax_reader_leaves_out_a_gpu_the_prebuilt_kernels_miss(monkeypatch):
+    from envgen.refresh import jax
+    from envgen.refresh.pypi import Run
+    code = (["7.5", "8.0", "9.0", "10.0", "12.0"], ["12.0"])
+    records = {p: {"0.8.0": _jax_row(p, "0.8.0", *code)}
+               for p in ("jax-cuda13-pjrt", "jax-cuda13-plugin")}
+    monkeypatch.setattr(jax, "_kernel_record", lambda project: records.get(project, {}))
+    packages = {"jax-cuda13-pjrt": "0.8.0", "jax-cuda13-plugin": "0.8.0"}
+    ccs = ["7.5", "8.0", "8.6", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
+    run = Run(index=None)
+    kept, said = jax._prebuilt(run, "13", packages, ccs)
+    assert kept == ["7.5", "8.0", "8.6", "9.0", "10.0", "10.3", "12.0", "12.1"]
+    assert said == ("prebuilt kernels (jax-cuda13-pjrt and -plugin 0.8.0, read from the "
+                    "wheels): SASS 7.5, 8.0, 9.0, 10.0, 12.0; PTX 12.0: none for 11.0")
+    assert run.warnings == []
+    # the two wheels disagreeing: each list is named, and a GPU must run both
+    records["jax-cuda13-plugin"]["0.8.0"]["sass"] = ["8.0", "9.0", "10.0", "12.0"]
+    records["jax-cuda13-plugin"]["0.8.0"]["ptx"] = []
+    kept, said = jax._prebuilt(Run(index=None), "13", packages, ccs)
+    assert kept == ["8.0", "8.6", "9.0", "10.0", "10.3", "12.0", "12.1"]
+    assert "pjrt SASS 7.5, 8.0, 9.0, 10.0, 12.0; PTX 12.0 / plugin SASS 8.0, 9.0, 10.0, " \
+           "12.0; PTX none: none for 7.5, 11.0" in said
+    # a pinned wheel the record lacks: the list stands, and the run says so
+    run = Run(index=None)
+    assert jax._prebuilt(run, "13", {"jax-cuda13-pjrt": "0.9.0"}, ccs) == (ccs, None)
+    assert run.warnings == [
+        "jax-cuda13-pjrt 0.9.0: its GPU code is not in wheel_archs.yaml; the list stands "
+        "unchecked until `python -m envgen.refresh.wheel_archs --project jax-cuda13-pjrt "
+        "0.9.0` reads it"]
+
+
+def test_every_jax_cuda_list_runs_the_kernels_its_wheels_ship():
+    """matrices/jax.yaml claims no GPU that the pinned PJRT and plugin wheels have no code
+    for (jax 0.7.2 to 0.10.1's cuda13 wheels carry none for Thor, 11.0), and each variant's
+    why names what it read."""
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "matrices" /
+                          "jax.yaml").read_text())
+    checked, thor = 0, {}
+    for rel in doc["framework_releases"]:
+        for v in rel["variants"]:
+            if not v.get("cuda"):
+                continue
+            line = v["name"].removeprefix("cuda")
+            rows = [wheel_archs.load(f"jax-cuda{line}-{part}").get(
+                v["packages"][f"jax-cuda{line}-{part}"]) for part in ("pjrt", "plugin")]
+            assert all(rows), (rel["version"], v["name"])
+            for c in v["compute_capabilities"]:
+                assert all(fatbin.runs_on(c, r["sass"], r["ptx"]) for r in rows), \
+                    (rel["version"], v["name"], c)
+            assert "read from the wheels" in v["why"], (rel["version"], v["name"])
+            if line == "13":
+                thor[rel["version"]] = "11.0" in v["compute_capabilities"]
+            checked += 1
+    assert checked >= 45
+    assert not thor["0.7.2"] and not thor["0.10.1"] and thor["0.10.2"] and thor["0.12.0"]
+
+
+def test_jax_plugin_versions_are_read_once_from_the_newest_cpython_wheel():
+    doc = {"framework_releases": [
+        {"version": "0.8.0", "variants": [
+            {"name": "cuda12", "cuda": "12.9.2", "packages": {"jax-cuda12-plugin": "0.8.0"}},
+            {"name": "cuda13", "cuda": "13.0.2", "packages": {"jax-cuda13-plugin": "0.8.0"}},
+            {"name": "cpu", "cuda": None, "packages": {"jaxlib": "0.8.0"}}]},
+        {"version": "0.8.0.1", "variants": [
+            {"name": "cuda12", "cuda": "12.9.2", "packages": {"jax-cuda12-plugin": "0.8.0"}}]}]}
+    assert wheel_archs.targets(doc, "jax-cuda12-plugin") == [("0.8.0", "cuda12", None)]
+    assert wheel_archs.targets(doc, "jax-cuda13-pjrt") == []
+    files = {n: {"filename": n} for n in (
+        "jax_cuda12_plugin-0.8.0-cp311-cp311-manylinux_2_27_x86_64.whl",
+        "jax_cuda12_plugin-0.8.0-cp313-cp313-manylinux_2_27_x86_64.whl",
+        "jax_cuda12_plugin-0.8.0-cp313-cp313t-manylinux_2_27_x86_64.whl",
+        "jax_cuda12_plugin-0.8.0-cp312-cp312-manylinux_2_27_x86_64.whl",
+        "jax_cuda12_plugin-0.8.0-cp313-cp313-manylinux_2_27_aarch64.whl")}
+    # the free-threaded build is passed over; two wheels of one CPython are not the
+    # reader's to choose between
+    assert wheel_archs.linux_wheel(files, "jax-cuda12-plugin", "0.8.0") == \
+        "jax_cuda12_plugin-0.8.0-cp313-cp313-manylinux_2_27_x86_64.whl"
+    files["jax_cuda12_plugin-0.8.0-cp313-cp313-manylinux2014_x86_64.whl"] = {}
+    with pytest.raises(Refused, match="found 5"):
+        wheel_archs.linux_wheel(files, "jax-cuda12-plugin", "0.8.0")

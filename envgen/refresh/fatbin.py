@@ -96,6 +96,18 @@ def cc(sm: int) -> str:
     return f"{sm // 10}.{sm % 10}"
 
 
+def runs_on(gpu_cc: str, sass: list[str], ptx: list[str]) -> bool:
+    """Whether code built for `sass` and `ptx` runs on a GPU of compute capability `gpu_cc`
+    (CUDA's rule: SASS of the same major and a minor no higher, or PTX of a capability no
+    higher, which the driver compiles at load)."""
+    def key(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")
+        return int(major), int(minor)
+    major, minor = key(gpu_cc)
+    return any(a == major and b <= minor for a, b in map(key, sass)) or \
+        any(key(p) <= (major, minor) for p in ptx)
+
+
 def summarize(sets: list[frozenset]) -> dict:
     """sass/ptx: the set the largest group of fatbins shares (`build` of them; on a tie, the
     larger set); partial: what other fatbins carry outside it."""

@@ -58,9 +58,11 @@ HEADER = """\
 # inside the plugin's ranges, on the day of the refresh. `license`: SPDX, from jax's wheel
 # METADATA (envgen/refresh/licenses.py); a variant's is its nvidia-* wheels'.
 """
-WHY_ARCH = ("XLA compiles its kernels for the device at run time with the ptxas this CUDA "
-            "release ships; the list is what that release can target, not a list of "
-            "prebuilt kernels")
+WHY_ARCH = ("XLA compiles most kernels at run time with this CUDA release's ptxas: the list "
+            "is what it can target")
+# The wheels whose prebuilt GPU code a cudaNN variant also needs: XLA's runtime kernels and
+# jaxlib's own (envgen/refresh/wheel_archs.yaml reads them)
+KERNEL_WHEELS = ("pjrt", "plugin")
 
 
 # What a release's code needs that its metadata does not state, found by building and
@@ -187,6 +189,9 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
         whys.insert(0, f"cudart {runtime} ships with CUDA {', '.join(releases_of)}; the "
                        f"newest is taken")
     ccs = [str(c) for c in row.get("compute_capabilities") or []]
+    ccs, said = _prebuilt(run, line, packages, ccs)
+    if said:
+        whys.append(said)
     cudnn = find("nvidia-cudnn")
     floor = _cudnn_floor(run, cudnn)
     if floor and any(Version(c) < Version(floor) for c in ccs):   # its convolutions fail there
@@ -197,6 +202,61 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
             "compute_capabilities": ccs,
             "ptx": None, "sources": ["pypi"], "packages": dict(sorted(packages.items())),
             "confidence": "inferred", "why": "; ".join(whys)[:400]}
+
+
+def _kernel_record(project: str) -> dict[str, dict]:
+    """wheel_archs.load(project), read once per state of the record file."""
+    from .wheel_archs import RECORD
+    try:
+        st = RECORD.stat()
+    except OSError:
+        return {}
+    return _load_record(project, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_record(project: str, _mtime_ns: int, _size: int) -> dict[str, dict]:
+    from .wheel_archs import load
+    return load(project)
+
+
+def _prebuilt(run: Run, line: str, packages: dict[str, str],
+              ccs: list[str]) -> tuple[list[str], str | None]:
+    """`ccs` less the GPUs that the plugins' prebuilt kernels (XLA's runtime kernels in the
+    PJRT wheel, jaxlib's in the plugin) have no code for, as wheel_archs.yaml read them from
+    the very wheels pinned, and what it says of them; without a record of a pinned wheel the
+    list stands and the run says so."""
+    from .fatbin import runs_on
+    read = []
+    for part in KERNEL_WHEELS:
+        project = f"jax-cuda{line}-{part}"
+        version = packages.get(project)
+        row = _kernel_record(project).get(version) if version else None
+        if version and row is None:
+            run.warn(f"{project} {version}: its GPU code is not in wheel_archs.yaml; the "
+                     f"list stands unchecked until `python -m envgen.refresh.wheel_archs "
+                     f"--project {project} {version}` reads it")
+        elif row is not None:
+            read.append((project, version, row))
+    if not read:
+        return ccs, None
+    kept = [c for c in ccs if all(runs_on(c, r["sass"], r["ptx"]) for _, _, r in read)]
+    codes = {(tuple(r["sass"]), tuple(r["ptx"])) for _, _, r in read}
+    if len(codes) == 1:
+        (sass, ptx), = codes
+        code = f"SASS {', '.join(sass)}; PTX {', '.join(ptx) or 'none'}"
+    else:
+        code = " / ".join(f"{p.split('-')[-1]} SASS {', '.join(r['sass'])}; PTX "
+                          f"{', '.join(r['ptx']) or 'none'}" for p, _, r in read)
+    if len(read) == 2 and read[0][1] == read[1][1]:
+        names = f"{read[0][0]} and -{read[1][0].rsplit('-', 1)[1]} {read[0][1]}"
+    else:
+        names = " and ".join(f"{p} {v}" for p, v, _ in read)
+    said = f"prebuilt kernels ({names}, read from the wheels): {code}"
+    dropped = [c for c in ccs if c not in kept]
+    if dropped:
+        said += f": none for {', '.join(dropped)}"
+    return kept, said
 
 
 def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple | None:
