@@ -250,3 +250,22 @@ def test_cli_refuses_grace_on_amd64_with_exit_2_and_one_line():
                        cwd=ROOT, timeout=120)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "Grace" in r.stderr
+
+
+@pytest.mark.parametrize("flags", [["--platform", "linux/arm64"], ["--gpu", "GH200"]])
+def test_matrix_list_for_arm64_names_the_stacks_as_resolve_does(flags, capsys):
+    """`matrix list --platform linux/arm64` (or a Grace GPU) lists the `-arm64` names, each
+    one a name `resolve` takes; the plain list keeps the amd64 names."""
+    from envgen.cli import main
+    assert main(["matrix", "list", "--json", *flags]) == 0
+    rows = json.loads(capsys.readouterr().out)["stacks"]
+    assert rows and all(r["stack"].endswith("-arm64") for r in rows)
+    met = {r["stack"]: r for r in rows if "error" not in r}
+    assert {"pytorch-cpu-arm64", "pytorch-cu130-arm64", "transformers-cu130-arm64"} <= set(met)
+    assert met["pytorch-cpu-arm64"]["closure_bundled"] is True
+    m = load_matrix()
+    for name in ("pytorch-cu130-arm64", "transformers-cu130-arm64"):
+        assert resolve(m, parse_spec(name, m)).stack == name
+    assert main(["matrix", "list", "--json"]) == 0
+    assert not any(r["stack"].endswith("-arm64")
+                   for r in json.loads(capsys.readouterr().out)["stacks"])

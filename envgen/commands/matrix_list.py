@@ -1,9 +1,11 @@
-"""`envgen matrix list`: every stack the matrix offers, resolved for the host flags given,
+"""`envgen matrix list`: every stack the matrix offers, resolved for the host flags given
+(named for their platform: `--platform linux/arm64` lists the `-arm64` names),
 and whether its closure ships with envgen (then it renders with no index at all and builds
 from PyPI's files alone; the others resolve theirs from their index on first use)."""
 from __future__ import annotations
 
 from ..core.errors import Unsatisfiable
+from ..core.model import DEFAULT_PLATFORM, platform_suffix
 from ._common import host_for, load_matrix_for, out_json, table
 
 
@@ -19,14 +21,17 @@ def rows(args) -> list[dict]:
     from ..resolve.stack import resolve
     m = load_matrix_for(args)
     host = host_for(args, m)
+    # the names a platform's stacks go by (pytorch-cpu-arm64), as resolve names them
+    platform = host.platform or (host.gpu.platform if host.gpu else "") or DEFAULT_PLATFORM
+    suffix = platform_suffix(platform)
     out = []
     for name in m.stack_names():   # the plain stacks: a project file has no say here
         try:
             st = resolve(m, parse_spec(name, m), host)
         except Unsatisfiable as e:
-            out.append({"stack": name, "error": e.message})
+            out.append({"stack": name + suffix, "error": e.message})
             continue
-        out.append({"stack": name, "version": st.version, "python": st.python,
+        out.append({"stack": st.stack, "version": st.version, "python": st.python,
                     "cuda": st.cuda, "source": st.wheel_source,
                     "driver_minimum": st.driver_minimum, "base": st.base.name,
                     "closure_bundled": bundled(st)})
