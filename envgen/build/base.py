@@ -29,7 +29,7 @@ def archive_state(mirror: str, suite: str, timeout: int = 20) -> str | None:
     (20260711T101637Z); None when the mirror does not answer."""
     try:
         with fetching.urlopen(f"{mirror}/dists/{suite}/Release", timeout=timeout) as r:
-            head = r.read(4096).decode("utf-8", "replace")
+            head = fetching.head(r, 4096, timeout).decode("utf-8", "replace")
     except OSError:
         return None
     for line in head.splitlines():

@@ -32,7 +32,7 @@ class _Ranged(io.RawIOBase):
         with fetching.urlopen(req, timeout=30) as r:
             if r.status != 206:
                 raise OSError("the server does not answer range requests")
-            return r.read(end - start + 1)
+            return b"".join(fetching.chunks(r, end - start + 1, 60))
 
     def _length(self) -> int:
         import urllib.request
@@ -220,9 +220,10 @@ def modules_of_sdist(url: str, sha256: str | None, name: str | None = None) -> l
     from ..core import fetching
     req = urllib.request.Request(url, headers={"User-Agent": "envgen"})
     with fetching.urlopen(req, timeout=60) as r:
-        data = r.read(MAX_SDIST + 1)
-    if len(data) > MAX_SDIST:
-        raise OSError("the sdist is larger than 32 MiB")
+        try:
+            data = b"".join(fetching.chunks(r, MAX_SDIST, 300))
+        except fetching.StreamLimit as e:
+            raise OSError(f"the sdist {'is ' if e.kind == 'size' else ''}{e}") from None
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise OSError("the sdist's sha256 differs from the index's")
     return modules_of_archive(data, url.split("?")[0].endswith(".zip"), name)

@@ -34,6 +34,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .. import __version__
+from ..core import fetching
 from ..core import home as state
 from ..core.archives import ARCHIVE_ERRORS, CONTENT_ERRORS
 from ..core.errors import CheckFailed, EnvironmentMissing, InputError
@@ -145,22 +146,11 @@ class Index:
                         raise Refused(f"{req.full_url}: the server ignored the Range header "
                                       f"(HTTP {r.status}); envgen does not download whole "
                                       f"wheels")
-                    # read as it comes, within a wall-clock deadline (the socket's
-                    # timeout is per read: a byte every 20 s kept a run going for ever)
-                    deadline, parts, got = time.monotonic() + REQUEST_S, [], 0
-                    while got <= limit:
-                        chunk = r.read1(min(1 << 16, limit + 1 - got))
-                        if not chunk:
-                            break
-                        parts.append(chunk)
-                        got += len(chunk)
-                        if time.monotonic() > deadline:
-                            raise Refused(f"{req.full_url}: the answer took longer than "
-                                          f"{REQUEST_S} s")
-                    body = b"".join(parts)
-                    if len(body) > limit:
-                        raise Refused(f"{req.full_url}: the answer is larger than the "
-                                      f"{limit} bytes asked for or allowed")
+                    try:
+                        body = b"".join(fetching.chunks(r, limit, REQUEST_S))
+                    except fetching.StreamLimit as e:
+                        how = f"is {e}" if e.kind == "size" else str(e)
+                        raise Refused(f"{req.full_url}: the answer {how}") from None
                     return r.status, body
             except urllib.error.HTTPError as e:
                 if e.code == 404:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from ..core import fetching
 from ..core.errors import EnvgenError, EnvironmentMissing, InputError, MatrixError
 from .fatbin import FatbinError, library_archs
 from .pypi import PYPI, UA, Index, Refused, Run, _allowed
@@ -147,17 +148,15 @@ def download(index: Index, f: dict, dest: Path) -> None:
         raise Refused(f"{f['filename']}: the index gives no sha256 for it")
     url = _allowed(index.url, f["url"], "a URL the index named")
     req = urllib.request.Request(url, headers={"User-Agent": UA})
-    digest, got, deadline = hashlib.sha256(), 0, time.monotonic() + WHEEL_S
+    digest = hashlib.sha256()
     try:
         with index._opener.open(req, timeout=60) as r, open(dest, "wb") as out:
-            while chunk := r.read1(1 << 20):
-                got += len(chunk)
-                if got > MAX_WHEEL:
-                    raise Refused(f"{f['filename']}: larger than {MAX_WHEEL >> 30} GiB")
-                if time.monotonic() > deadline:
-                    raise Refused(f"{f['filename']}: the download took over {WHEEL_S} s")
+            for chunk in fetching.chunks(r, MAX_WHEEL, WHEEL_S, 1 << 20):
                 digest.update(chunk)
                 out.write(chunk)
+    except fetching.StreamLimit as e:
+        raise Refused(f"{f['filename']}: the download {'is ' if e.kind == 'size' else ''}"
+                      f"{e}") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
         raise EnvironmentMissing(f"{url} did not answer ({getattr(e, 'reason', e)})") from None
     if digest.hexdigest() != want:

@@ -495,19 +495,13 @@ PAGE_S = 120   # the most one index page may take, however slowly its bytes arri
 
 
 def _read_by(response, limit: int, seconds: float) -> bytes:
-    """At most `limit` bytes of `response`, within `seconds` in all: the socket's timeout
-    is per read, and a server sending a byte a second would never trip it."""
-    import time
-    deadline, parts, size = time.monotonic() + seconds, [], 0
-    while size < limit:
-        chunk = response.read1(min(1 << 16, limit - size))
-        if not chunk:
-            break
-        parts.append(chunk)
-        size += len(chunk)
-        if time.monotonic() > deadline:
-            raise OSError(f"the page took more than {seconds:.0f} s to arrive")
-    return b"".join(parts)
+    """The page `response` answers, at most `limit` bytes, within `seconds` in all (an
+    OSError otherwise, as for an index that does not answer)."""
+    from ..core import fetching
+    try:
+        return b"".join(fetching.chunks(response, limit, seconds))
+    except fetching.StreamLimit as e:
+        raise OSError(f"the page {'is ' if e.kind == 'size' else ''}{e}") from None
 
 
 _ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)

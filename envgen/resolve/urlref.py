@@ -15,12 +15,14 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from ..core import fetching
 from ..core.errors import EnvironmentMissing, InputError, shown
 
 SHA = re.compile(r"sha256=([0-9a-f]{64})")
 SUFFIXES = (".whl", ".tar.gz", ".zip")
 MAX_BYTES = 4 * 1024 ** 3   # a CUDA wheel is under 3 GB
 TIMEOUT_S = 60.0
+WHOLE_S = 1800.0             # one file's whole download, however slowly it comes
 
 
 def split(url: str) -> tuple[str, str | None]:
@@ -89,7 +91,6 @@ def fetch(name: str, url: str, sha256: str | None = None) -> tuple[Path, str, st
 def _copy(url: str, to: Path) -> str:
     """Copy `url`'s bytes to `to`, at most MAX_BYTES; their sha256."""
     h = hashlib.sha256()
-    total = 0
     try:
         if url.startswith("file:"):
             src = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
@@ -97,16 +98,16 @@ def _copy(url: str, to: Path) -> str:
                 raise InputError(f"{shown(url)}: no such file")
             stream = open(src, "rb")
         else:
-            from ..core.fetching import urlopen
-            stream = urlopen(urllib.request.Request(url, headers={"User-Agent": "envgen"}),
-                             timeout=TIMEOUT_S)
+            req = urllib.request.Request(url, headers={"User-Agent": "envgen"})
+            stream = fetching.urlopen(req, timeout=TIMEOUT_S)
         with stream as r, open(to, "wb") as out:
-            while chunk := r.read(1 << 20):
-                total += len(chunk)
-                if total > MAX_BYTES:
-                    raise InputError(f"{shown(url)} is larger than {MAX_BYTES >> 30} GB")
+            for chunk in fetching.chunks(r, MAX_BYTES, WHOLE_S, 1 << 20):
                 h.update(chunk)
                 out.write(chunk)
+    except fetching.StreamLimit as e:
+        if e.kind == "size":
+            raise InputError(f"{shown(url)} is {e}") from None
+        raise EnvironmentMissing(f"{shown(url)} could not be read: it {e}") from None
     except OSError as e:
         raise EnvironmentMissing(f"{shown(url)} could not be read ({e})") from None
     return h.hexdigest()

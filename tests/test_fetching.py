@@ -1,0 +1,129 @@
+"""Every body envgen reads from a server it was pointed at goes through core/fetching.chunks:
+bounded in size and in wall-clock time. The reader itself on fake streams, then each caller
+against a loopback server that drips its answer or sends more than it may."""
+from __future__ import annotations
+
+import io
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from envgen.core import fetching
+from envgen.core.errors import EnvironmentMissing, InputError
+
+
+class Drip:
+    """A stream whose every read gives one byte, on a clock that moves 10 s a read."""
+
+    def __init__(self, monkeypatch):
+        clock = iter(range(0, 1_000_000, 10))
+        monkeypatch.setattr(fetching.time, "monotonic", lambda: next(clock))
+
+    def read1(self, n):
+        return b"x"
+
+
+def test_a_body_within_its_bounds_is_read_whole():
+    data = bytes(range(256)) * 1000
+    assert b"".join(fetching.chunks(io.BytesIO(data), len(data), 60, size=4096)) == data
+
+
+def test_one_byte_over_the_limit_is_refused_naming_the_limit():
+    with pytest.raises(fetching.StreamLimit) as e:
+        list(fetching.chunks(io.BytesIO(b"x" * (2 << 20) + b"y"), 2 << 20, 60))
+    assert (e.value.kind, str(e.value)) == ("size", "larger than 2 MiB")
+    assert isinstance(e.value, OSError)   # callers that treat a silent index so treat it
+
+
+def test_a_dripping_stream_is_cut_at_its_deadline(monkeypatch):
+    with pytest.raises(fetching.StreamLimit) as e:
+        list(fetching.chunks(Drip(monkeypatch), 1 << 20, 120))
+    assert (e.value.kind, str(e.value)) == ("time", "took more than 120 s")
+
+
+def test_head_is_the_first_bytes_of_a_longer_body_and_has_a_deadline_too(monkeypatch):
+    assert fetching.head(io.BytesIO(b"Date: x\n" * 1000), 4096, 20) == (b"Date: x\n" * 512)
+    assert fetching.head(io.BytesIO(b"short"), 4096, 20) == b"short"
+    with pytest.raises(fetching.StreamLimit, match="took more than 20 s"):
+        fetching.head(Drip(monkeypatch), 4096, 20)
+
+
+# ---- the callers, against a loopback server ---------------------------------------------
+
+class _Server:
+    def __init__(self, body: bytes, delay: float = 0.0):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(0, len(body), 1 << 16):
+                        self.wfile.write(body[i:i + (1 << 16)])
+                        self.wfile.flush()
+                        time.sleep(delay)
+                except OSError:
+                    pass
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_file_requirement_whose_server_drips_is_given_up(tmp_path, monkeypatch):
+    """A URL requirement read with only the socket's per-read timeout would take as long as
+    the server liked: now WHOLE_S bounds it, with one sentence."""
+    from envgen.resolve import urlref
+    monkeypatch.setattr(urlref, "WHOLE_S", 1.0)
+    with _Server(b"x" * (40 << 16), delay=0.2) as s:   # (fetch itself takes https only)
+        start = time.monotonic()
+        with pytest.raises(EnvironmentMissing) as e:
+            urlref._copy(f"{s.url}/pkg-1.0-py3-none-any.whl", tmp_path / "pkg.whl")
+        assert time.monotonic() - start < 10
+    assert e.value.message.endswith("could not be read: it took more than 1 s")
+
+
+def test_a_file_requirement_over_its_size_is_bad_input(tmp_path, monkeypatch):
+    from envgen.resolve import urlref
+    monkeypatch.setattr(urlref, "MAX_BYTES", 1000)
+    big = tmp_path / "big.whl"
+    big.write_bytes(b"x" * 1001)
+    with pytest.raises(InputError, match=r"^'file:///.*' is larger than 1000 bytes$"):
+        urlref._copy(big.as_uri(), tmp_path / "copy.whl")
+    assert urlref.MAX_BYTES == 1000 and fetching._bytes(4 << 30) == "4 GiB"
+
+
+def test_an_index_page_over_its_size_is_said_not_cut(monkeypatch):
+    """An index page used to be cut at the limit, and the cut JSON then read as a broken
+    index; now it is said to be too large."""
+    from envgen.resolve import closure
+    with _Server(b"{" + b" " * 5000 + b"}") as s:
+        import urllib.request
+        with fetching.urlopen(urllib.request.Request(s.url), timeout=10) as r:
+            with pytest.raises(OSError, match="the page is larger than 4 KiB"):
+                closure._read_by(r, 4096, 60)
+
+
+def test_a_wheel_download_that_drips_is_refused_in_one_sentence(tmp_path, monkeypatch):
+    from envgen.refresh import wheel_archs
+    from envgen.refresh.pypi import Index, Refused
+    monkeypatch.setattr(wheel_archs, "WHEEL_S", 1)
+    with _Server(b"x" * (40 << 16), delay=0.2) as s:
+        index = Index(s.url + "/simple", cache=tmp_path / "c")
+        f = {"filename": "t-1.0-py3-none-any.whl", "url": f"{s.url}/t.whl",
+             "hashes": {"sha256": "0" * 64}}
+        with pytest.raises(Refused, match=r"t-1.0-py3-none-any.whl: the download took more "
+                                          r"than 1 s"):
+            wheel_archs.download(index, f, tmp_path / "t.whl")
