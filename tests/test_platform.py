@@ -269,3 +269,106 @@ def test_matrix_list_for_arm64_names_the_stacks_as_resolve_does(flags, capsys):
     assert main(["matrix", "list", "--json"]) == 0
     assert not any(r["stack"].endswith("-arm64")
                    for r in json.loads(capsys.readouterr().out)["stacks"])
+
+
+# ---- JAX on linux/arm64: a row per variant, every pin served for aarch64 ------------------
+
+def _wheel(name):
+    return {"filename": name, "url": f"https://files.example/{name}",
+            "hashes": {"sha256": "0" * 64}}
+
+
+class _Index:
+    """The simple pages of the projects one JAX release pins."""
+
+    def __init__(self, pages):
+        self.pages = pages
+
+    def project(self, name):
+        return {"files": [_wheel(n) for n in self.pages.get(name, [])]}
+
+
+def test_the_reader_writes_a_jax_row_per_variant_whose_every_pin_has_an_aarch64_wheel(
+        tmp_path):
+    from envgen.refresh.platforms import jax_rows
+    from envgen.refresh.pypi import Run
+    (tmp_path / "jax.yaml").write_text(json.dumps({"framework_releases": [{
+        "framework": "jax", "version": "0.8.0", "variants": [
+            {"name": "cuda12", "cuda": "12.9.2", "packages": {
+                "jaxlib": "0.8.0", "jax-cuda12-plugin": "0.8.0", "jax-cuda12-pjrt": "0.8.0",
+                "nvidia-cublas-cu12": "12.9.1.4"}},
+            {"name": "cuda13", "cuda": "13.0.2", "packages": {
+                "jaxlib": "0.8.0", "jax-cuda13-plugin": "0.8.0",
+                "nvidia-cublas": "13.1.0.3"}},
+            {"name": "cpu", "cuda": None, "packages": {"jaxlib": "0.8.0"}}]}]}))
+    arm = "manylinux_2_27_aarch64.whl"
+    pages = {
+        "jaxlib": [f"jaxlib-0.8.0-cp{v}-cp{v}-{arm}" for v in (311, 312, 313)] +
+                  ["jaxlib-0.8.0-cp314-cp314-manylinux_2_27_x86_64.whl"],
+        "jax-cuda12-plugin": [f"jax_cuda12_plugin-0.8.0-cp{v}-cp{v}-{arm}"
+                              for v in (312, 313, 314)],
+        "jax-cuda12-pjrt": [f"jax_cuda12_pjrt-0.8.0-py3-none-{arm}"],
+        "nvidia-cublas-cu12": [f"nvidia_cublas_cu12-12.9.1.4-py3-none-{arm}"],
+        "jax-cuda13-plugin": [f"jax_cuda13_plugin-0.8.0-cp{v}-cp{v}-{arm}"
+                              for v in (311, 312, 313)],
+        # CUDA 13's cuBLAS served for x86_64 alone: no cuda13 row
+        "nvidia-cublas": ["nvidia_cublas-13.1.0.3-py3-none-manylinux_2_27_x86_64.whl"]}
+    run = Run(index=_Index(pages), folder=tmp_path)
+    rows = {r["variant"]: r for r in jax_rows(run)}
+    assert set(rows) == {"cpu", "cuda12"}
+    assert rows["cpu"] == {
+        "package": "jax", "version": "0.8.0", "platform": "linux/arm64", "variant": "cpu",
+        "pythons": ["3.11", "3.12", "3.13"], "packages": {"jaxlib": "0.8.0"},
+        "source": f"pypi:jaxlib/jaxlib-0.8.0-cp313-cp313-{arm}"}
+    # the CPython lines both jaxlib and the plugin serve; the plugin is the wheel read
+    assert rows["cuda12"]["pythons"] == ["3.12", "3.13"]
+    assert rows["cuda12"]["source"] == \
+        f"pypi:jax-cuda12-plugin/jax_cuda12_plugin-0.8.0-cp313-cp313-{arm}"
+    assert rows["cuda12"]["packages"]["nvidia-cublas-cu12"] == "12.9.1.4"
+    assert run.warnings == ["jax 0.8.0 cuda13: no linux/arm64 row: PyPI has no aarch64 "
+                            "wheel of nvidia-cublas 13.1.0.3"]
+
+
+def test_jax_resolves_for_grace_with_its_aarch64_rows(m):
+    st = res(m, "jax-cuda12-arm64")
+    assert st.stack == "jax-cuda12-arm64" and st.platform == "linux/arm64"
+    pins = dict(st.packages)
+    assert pins["jaxlib"] == pins["jax-cuda12-plugin"] == st.version
+    assert any("linux/arm64 wheel of jax" in r and "jax_cuda12_plugin" in r
+               for r in st.reasons)
+    st = res(m, "jax", gpu="GH200", driver="580.95.05")
+    assert st.platform == "linux/arm64" and st.variant.startswith("cuda")
+    assert res(m, "jax-cpu-arm64").variant == "cpu"
+
+
+def test_a_jax_variant_without_its_aarch64_row_is_refused_naming_those_there(m):
+    import copy
+    jax = [w for w in m.platform_wheels if w.package == "jax"]
+    newest = max((w for w in jax if sum(x.version == w.version for x in jax) == 3),
+                 key=lambda w: tuple(int(x) for x in w.version.split(".")))
+    rows = [w for w in m.platform_wheels
+            if not (w.package == "jax" and w.version == newest.version and w.variant == "cpu")]
+    m2 = copy.copy(m)
+    m2.platform_wheels = rows
+    with pytest.raises(Unsatisfiable) as e:
+        res(m2, f"jax=={newest.version},variant=cpu,platform=linux/arm64")
+    assert f"PyPI's linux/arm64 wheels of jax {newest.version} are its " in e.value.message
+    assert "cuda12 or cuda13 builds, not cpu" in e.value.message or \
+        "cuda13 or cuda12 builds, not cpu" in e.value.message
+
+
+def test_a_platform_wheel_listed_twice_is_refused(tmp_path):
+    import shutil
+
+    from envgen.core.errors import MatrixError
+    from envgen.matrix.load import bundled_path
+    folder = tmp_path / "m"
+    shutil.copytree(bundled_path(), folder, ignore=shutil.ignore_patterns("closures"))
+    p = folder / "platforms.yaml"
+    text = p.read_text()
+    first = text.index("- package: jax")
+    row = text[first:text.index("- package:", first + 5)]
+    p.write_text(text + row)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(folder)
+    assert "duplicate platform wheel ('jax'" in str(e.value)

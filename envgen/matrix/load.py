@@ -283,6 +283,8 @@ def _cross_check(m: Matrix, problems: list) -> None:
     _unique(problems, m.architectures, lambda a: a.arch, "GPU architecture")
     _unique(problems, m.libraries, lambda lib: (lib.name, lib.version), "library")
     _unique(problems, m.frameworks, lambda f: f.name, "framework")
+    _unique(problems, m.platform_wheels, lambda w: (w.package, w.version, w.platform,
+                                                    w.variant), "platform wheel")
     _unique(problems, m.releases, lambda r: (r.framework, r.version), "framework release")
     _unique(problems, m.wheel_sources, lambda s: s.name, "wheel source")
     _unique(problems, m.bases, lambda b: b.name, "base")

@@ -7,7 +7,13 @@ Read from PyPI's simple JSON index (the wheels' file names: their platform tags)
 aarch64 wheel's METADATA (range requests): a CUDA build requires nvidia-* wheels under a
 marker that holds on aarch64 Linux; torch 2.10's aarch64 wheel lists them only for
 `platform_machine == "x86_64"`, so it is the CPU build. The variant is the release's
-variant whose cuDNN the wheel pins (nvidia-cudnn-cuNN==V), a derivation the row states."""
+variant whose cuDNN the wheel pins (nvidia-cudnn-cuNN==V), a derivation the row states.
+
+JAX is built the other way round: jaxlib is the CPU build on every platform and the CUDA
+plugins add the GPU, so one JAX release has a row per variant. A variant's row is written
+where every distribution it pins (jaxlib, the plugin and its PJRT wheel, the nvidia-*
+wheels) has a manylinux aarch64 or a pure wheel at that very version, for the CPython lines
+jaxlib and the plugin both serve; its `packages` are those pins, the x86_64 ones."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -30,6 +36,9 @@ HEADER = """\
 # wheel is, read from its METADATA (nvidia-* requirements whose marker holds on aarch64:
 # a CUDA build, the release's variant with that cuDNN; none: the cpu build), with the
 # nvidia-* pins aarch64 installs. A release missing here has no linux/arm64 wheel on PyPI.
+# JAX: a row per variant whose every pin (jaxlib, the CUDA plugin and its PJRT wheel, the
+# nvidia-* wheels) PyPI serves for manylinux aarch64 or as a pure wheel; `packages` are
+# those pins (the variant's own), `source` the jaxlib or plugin wheel read.
 """
 # the frameworks whose own wheels depend on the platform; the ones over them are pure
 # Python (Lightning, Transformers, Accelerate) and follow their base's platform
@@ -110,6 +119,52 @@ def variant_of(row: dict, pins: dict[str, str], what: str) -> str:
                   f"variants in pytorch.yaml names; refresh pytorch first")
 
 
+def _aarch64_or_pure(files: list[dict]) -> bool:
+    return any(f["pure"] or any(is_linux_aarch64(t) for t in parse_wheel_filename(
+        f["filename"])[3]) for f in files)
+
+
+def jax_rows(run: Run) -> list[dict]:
+    """The rows of each JAX release's variants that PyPI serves whole for linux/arm64."""
+    wanted = _matrix_releases(run, "jax")
+    pages: dict[str, dict] = {}
+
+    def files_of(project: str, version: str) -> list[dict]:
+        if project not in pages:
+            pages[project] = releases(run.index.project(project))
+        return pages[project].get(Version(version), [])
+
+    rows = []
+    for version, row in sorted(wanted.items(), key=lambda kv: Version(kv[0])):
+        for v in row.get("variants") or ():
+            pins = {str(k): str(p) for k, p in (v.get("packages") or {}).items()}
+            what = f"jax {version} {v['name']}"
+            if not pins:
+                continue
+            lines, wheels, missing = None, {}, []
+            for project, pin in pins.items():
+                files = files_of(project, pin)
+                per_python = _aarch64_wheels(files)
+                if per_python:   # a CPython-specific wheel: jaxlib, the plugin
+                    lines = set(per_python) if lines is None else lines & set(per_python)
+                    wheels[project] = per_python
+                elif not _aarch64_or_pure(files):
+                    missing.append(f"{project} {pin}")
+            if missing or not lines or "jaxlib" not in wheels:
+                if missing and "jaxlib" not in {m.split()[0] for m in missing}:
+                    run.warn(f"{what}: no linux/arm64 row: PyPI has no aarch64 wheel of "
+                             f"{', '.join(missing[:3])}")
+                continue
+            # the wheel cited: the plugin's (jaxlib's for cpu), of the newest line served
+            project = next((p for p in wheels if p.startswith("jax-cuda")), "jaxlib")
+            newest = max(lines, key=Version)
+            read = f"pypi:{project}/{wheels[project][newest]['filename']}"
+            rows.append({"package": "jax", "version": version, "platform": "linux/arm64",
+                         "variant": v["name"], "pythons": sorted(lines, key=Version),
+                         "packages": dict(sorted(pins.items())), "source": read})
+    return rows
+
+
 def derive(run: Run) -> dict:
     rows = []
     for framework, package in PACKAGES.items():
@@ -134,6 +189,7 @@ def derive(run: Run) -> dict:
         items = sorted(wanted.items(), key=lambda kv: Version(kv[0]))
         with cf.ThreadPoolExecutor(max(1, min(run.jobs, 8))) as pool:
             rows += [r for r in pool.map(one, items) if r is not None]
+    rows += jax_rows(run)
     if not rows:
         raise Refused(f"PyPI ({PYPI}) lists no aarch64 wheel of any release: refusing to "
                       f"write an empty platforms.yaml")

@@ -134,23 +134,29 @@ def _platform_of(spec: Spec, host: Host) -> str:
     return spec.platform or host.platform or DEFAULT_PLATFORM
 
 
-def _platform_wheel(m: Matrix, package: str, version: str, platform: str):
-    return next((w for w in m.platform_wheels if w.package == package
-                 and w.version == version and w.platform == platform), None)
+def _platform_wheels(m: Matrix, package: str, version: str, platform: str) -> list:
+    """The platform_wheels rows of one release on one platform: one for torch (its wheel
+    is one variant), one per variant for JAX (jaxlib is CPU, the plugins add CUDA)."""
+    return [w for w in m.platform_wheels if w.package == package
+            and w.version == version and w.platform == platform]
 
 
 def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
     """(release, variant) as PyPI serves them for a platform other than linux/amd64 (its
     Pythons, its nvidia-* pins), or a str saying why that variant has no wheel there."""
-    w = _platform_wheel(m, fw.package, r.version, host.platform)
-    if w is None:
+    rows = _platform_wheels(m, fw.package, r.version, host.platform)
+    w = next((x for x in rows if x.variant == v.name), None)
+    if not rows:
         known = any(x.package == fw.package for x in m.platform_wheels)
         return (f"PyPI has no {host.platform} wheel of {fw.package} {r.version}" if known
                 else f"the matrix holds no {host.platform} wheels of {fw.package} "
                      f"(matrices/platforms.yaml)")
-    if w.variant != v.name:
-        return f"PyPI's {host.platform} wheel of {fw.package} {r.version} is its " \
-               f"{w.variant} build, not {v.name} ({w.source})"
+    if w is None:
+        builds = " or ".join(x.variant for x in rows)
+        one = len(rows) == 1
+        return f"PyPI's {host.platform} wheel{'' if one else 's'} of {fw.package} " \
+               f"{r.version} {'is its' if one else 'are its'} {builds} " \
+               f"build{'' if one else 's'}, not {v.name} ({rows[0].source})"
     if host.sources == "index":
         return f"the per-variant indexes' {host.platform} wheels are not in the matrix; " \
                f"PyPI's is the {w.variant} build (sources=pypi)"
@@ -396,7 +402,8 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         why = f"the GPU {host.gpu.name} comes only in {platform} hosts (Grace)" \
             if host.gpu is not None and host.gpu.platform else f"{platform} was asked for"
         reasons.append(f"built for {platform}: {why}")
-        w = _platform_wheel(m, fw.package, r.version, platform)
+        w = next((x for x in _platform_wheels(m, fw.package, r.version, platform)
+                  if x.variant == v.name), None)
         if w is not None:
             reasons.append(f"PyPI's {platform} wheel of {fw.package} {r.version} is its "
                            f"{w.variant} build, for Python {', '.join(w.pythons)} ({w.source})")
