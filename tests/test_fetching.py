@@ -43,6 +43,25 @@ def test_a_dripping_stream_is_cut_at_its_deadline(monkeypatch):
     assert (e.value.kind, str(e.value)) == ("time", "took more than 120 s")
 
 
+def test_a_steady_slow_stream_is_given_time_for_what_it_sends(monkeypatch):
+    """min_rate: each chunk that arrives buys time, so a large file on a slow link is read;
+    a server that has stopped sending is still cut."""
+    Drip(monkeypatch)   # 10 s a read
+    body = io.BytesIO(b"x" * (100 << 10))
+    got = b"".join(fetching.chunks(body, 1 << 20, 30, size=1 << 10, min_rate=100))
+    assert len(got) == 100 << 10
+    with pytest.raises(fetching.StreamLimit, match="took more than 30 s"):
+        list(fetching.chunks(Drip(monkeypatch), 1 << 20, 30, min_rate=1 << 20))
+
+
+def test_a_response_cut_short_of_its_content_length_is_refused():
+    class Short(io.BytesIO):
+        length = 990   # what http.client leaves when the server closed 990 bytes early
+    with pytest.raises(fetching.StreamLimit) as e:
+        list(fetching.chunks(Short(b"x" * 10), 1 << 20, 60))
+    assert e.value.kind == "short" and "990 short of its Content-Length" in str(e.value)
+
+
 def test_head_is_the_first_bytes_of_a_longer_body_and_has_a_deadline_too(monkeypatch):
     assert fetching.head(io.BytesIO(b"Date: x\n" * 1000), 4096, 20) == (b"Date: x\n" * 512)
     assert fetching.head(io.BytesIO(b"short"), 4096, 20) == b"short"
@@ -53,7 +72,7 @@ def test_head_is_the_first_bytes_of_a_longer_body_and_has_a_deadline_too(monkeyp
 # ---- the callers, against a loopback server ---------------------------------------------
 
 class _Server:
-    def __init__(self, body: bytes, delay: float = 0.0):
+    def __init__(self, body: bytes = b"", delay: float = 0.0, handler=None):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
@@ -69,7 +88,7 @@ class _Server:
                         time.sleep(delay)
                 except OSError:
                     pass
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler or Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
@@ -87,6 +106,7 @@ def test_a_file_requirement_whose_server_drips_is_given_up(tmp_path, monkeypatch
     the server liked: now WHOLE_S bounds it, with one sentence."""
     from envgen.resolve import urlref
     monkeypatch.setattr(urlref, "WHOLE_S", 1.0)
+    monkeypatch.setattr(urlref, "MIN_RATE", 1 << 30)   # 64 KiB in 0.2 s is too slow here
     with _Server(b"x" * (40 << 16), delay=0.2) as s:   # (fetch itself takes https only)
         start = time.monotonic()
         with pytest.raises(EnvironmentMissing) as e:
@@ -103,6 +123,29 @@ def test_a_file_requirement_over_its_size_is_bad_input(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"^'file:///.*' is larger than 1000 bytes$"):
         urlref._copy(big.as_uri(), tmp_path / "copy.whl")
     assert urlref.MAX_BYTES == 1000 and fetching._bytes(4 << 30) == "4 GiB"
+
+
+class _Short(BaseHTTPRequestHandler):
+    """Announces 100000 bytes, sends 10 and closes."""
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        self.wfile.write(b"x" * 10)
+        self.close_connection = True
+
+
+def test_a_file_cut_short_is_not_kept_as_if_whole(tmp_path):
+    """A connection that drops before the announced length used to give the sha256 of the
+    part that came, kept as the file."""
+    from envgen.resolve import urlref
+    with _Server(handler=_Short) as s:
+        with pytest.raises(EnvironmentMissing, match="ended after 10 bytes, 99990 short"):
+            urlref._copy(f"{s.url}/pkg-1.0-py3-none-any.whl", tmp_path / "pkg.whl")
 
 
 def test_an_index_page_over_its_size_is_said_not_cut(monkeypatch):
@@ -127,3 +170,25 @@ def test_a_wheel_download_that_drips_is_refused_in_one_sentence(tmp_path, monkey
         with pytest.raises(Refused, match=r"t-1.0-py3-none-any.whl: the download took more "
                                           r"than 1 s"):
             wheel_archs.download(index, f, tmp_path / "t.whl")
+
+
+def test_the_index_reader_asks_again_when_an_answer_is_cut_short(tmp_path, monkeypatch):
+    from envgen.refresh.pypi import Index
+    monkeypatch.setenv("ENVGEN_REFRESH_BACKOFF", "0")
+    served = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            served.append(self.path)
+            body = b'{"files": []}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + (100 if len(served) == 1 else 0)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+    with _Server(handler=Handler) as s:
+        assert Index(s.url, cache=tmp_path).get(f"{s.url}/x/") == b'{"files": []}'
+    assert len(served) == 2

@@ -6,6 +6,7 @@ scheme other than http(s), is refused before it is asked, as matrix refresh refu
 (or `head`), within a size and a wall-clock bound."""
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.parse
@@ -36,30 +37,40 @@ def urlopen(req, timeout: float):
 
 
 class StreamLimit(OSError):
-    """A body larger than allowed (`kind` "size") or slower than its deadline ("time")."""
+    """A body larger than allowed (`kind` "size"), slower than its deadline ("time"), or
+    cut short of the length its server announced ("short")."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
 
 
-def chunks(stream, limit: int, seconds: float, size: int = 1 << 16, whole: bool = True):
+def chunks(stream, limit: int, seconds: float, size: int = 1 << 16, whole: bool = True,
+           min_rate: float = 0.0):
     """The bytes of `stream` (an HTTP response or a file) as they arrive: StreamLimit as soon
     as more than `limit` arrive (`whole`; otherwise the first `limit` bytes are the end),
-    or when they have taken more than `seconds` in all. The socket's timeout is per read,
-    so without the deadline a server sending a byte every 20 s would keep a run going for
-    ever."""
+    when they have taken more than `seconds` (plus one second per `min_rate` bytes
+    received: a large file on a slow link is given its time, a server sending a byte every
+    20 s is not; the socket's timeout is per read and would never trip), or when the
+    response ends before its Content-Length."""
     read = getattr(stream, "read1", None) or stream.read
-    deadline, got, past = time.monotonic() + seconds, 0, int(whole)
+    start, got, past = time.monotonic(), 0, int(whole)
     while got < limit + past:
-        chunk = read(min(size, limit + past - got))
+        try:
+            chunk = read(min(size, limit + past - got))
+        except http.client.HTTPException as e:   # a chunked body cut short: IncompleteRead
+            raise StreamLimit("short", f"ended early ({type(e).__name__})") from None
         if not chunk:
+            if whole and (getattr(stream, "length", None) or 0) > 0:
+                raise StreamLimit("short", f"ended after {got} bytes, "
+                                           f"{stream.length} short of its Content-Length")
             break
         got += len(chunk)
         if got > limit:
             raise StreamLimit("size", f"larger than {_bytes(limit)}")
-        if time.monotonic() > deadline:
-            raise StreamLimit("time", f"took more than {seconds:.0f} s")
+        allowed = seconds + (got / min_rate if min_rate else 0.0)
+        if time.monotonic() - start > allowed:
+            raise StreamLimit("time", f"took more than {allowed:.0f} s")
         yield chunk
 
 

@@ -32,7 +32,7 @@ class _Ranged(io.RawIOBase):
         with fetching.urlopen(req, timeout=30) as r:
             if r.status != 206:
                 raise OSError("the server does not answer range requests")
-            return b"".join(fetching.chunks(r, end - start + 1, 60))
+            return fetching.head(r, end - start + 1, 60)
 
     def _length(self) -> int:
         import urllib.request

@@ -120,8 +120,12 @@ def variant_of(row: dict, pins: dict[str, str], what: str) -> str:
 
 
 def _aarch64_or_pure(files: list[dict]) -> bool:
-    return any(f["pure"] or any(is_linux_aarch64(t) for t in parse_wheel_filename(
-        f["filename"])[3]) for f in files)
+    """A wheel that installs on any CPython for aarch64 Linux: pure, or py3-none (the
+    nvidia-* and PJRT wheels). One built for a CPython line (a free-threaded one among
+    them) does not count: those are jaxlib's and the plugin's, read per line."""
+    return any(f["pure"] or (f["python"] is None and any(
+        is_linux_aarch64(t) and t.interpreter.startswith("py3") for t in
+        parse_wheel_filename(f["filename"])[3])) for f in files)
 
 
 def jax_rows(run: Run) -> list[dict]:
@@ -154,6 +158,9 @@ def jax_rows(run: Run) -> list[dict]:
                 if missing and "jaxlib" not in {m.split()[0] for m in missing}:
                     run.warn(f"{what}: no linux/arm64 row: PyPI has no aarch64 wheel of "
                              f"{', '.join(missing[:3])}")
+                elif not missing and lines is not None and not lines:
+                    run.warn(f"{what}: no linux/arm64 row: its pins' aarch64 wheels serve "
+                             f"no CPython line in common")
                 continue
             # the wheel cited: the plugin's (jaxlib's for cpu), of the newest line served
             project = next((p for p in wheels if p.startswith("jax-cuda")), "jaxlib")

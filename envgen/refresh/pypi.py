@@ -149,6 +149,8 @@ class Index:
                     try:
                         body = b"".join(fetching.chunks(r, limit, REQUEST_S))
                     except fetching.StreamLimit as e:
+                        if e.kind == "short":   # the connection dropped: asked again
+                            raise ConnectionError(f"the answer {e}") from None
                         how = f"is {e}" if e.kind == "size" else str(e)
                         raise Refused(f"{req.full_url}: the answer {how}") from None
                     return r.status, body

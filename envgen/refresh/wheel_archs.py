@@ -1,6 +1,6 @@
 """The GPUs a PyPI wheel has code for, read from the wheel itself: the fatbins of its
 shared library with the most of them (torch/lib/libtorch_cuda.so,
-tensorflow/libtensorflow_cc.so.2, jax_cuda12_pjrt/xla_cuda_plugin.so; for cuDNN,
+tensorflow/libtensorflow_cc.so.2, jax_plugins/xla_cuda12/xla_cuda_plugin.so; for cuDNN,
 libcudnn_ops; fatbin.py). The result is the hand-checkable record
 envgen/refresh/wheel_archs.yaml, which `envgen matrix refresh pytorch` and `... tensorflow`
 prefer to the architecture lists they keep as data, for the variant that wheel is, and

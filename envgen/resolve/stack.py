@@ -152,11 +152,10 @@ def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
                 else f"the matrix holds no {host.platform} wheels of {fw.package} "
                      f"(matrices/platforms.yaml)")
     if w is None:
-        builds = " or ".join(x.variant for x in rows)
-        one = len(rows) == 1
-        return f"PyPI's {host.platform} wheel{'' if one else 's'} of {fw.package} " \
-               f"{r.version} {'is its' if one else 'are its'} {builds} " \
-               f"build{'' if one else 's'}, not {v.name} ({rows[0].source})"
+        builds = " and ".join(x.variant for x in rows)
+        said = f" ({rows[0].source})" if len(rows) == 1 else ""
+        return f"PyPI serves {fw.package} {r.version} for {host.platform} only as its " \
+               f"{builds} build{'' if len(rows) == 1 else 's'}, not {v.name}{said}"
     if host.sources == "index":
         return f"the per-variant indexes' {host.platform} wheels are not in the matrix; " \
                f"PyPI's is the {w.variant} build (sources=pypi)"
