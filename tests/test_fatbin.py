@@ -479,3 +479,15 @@ def test_jax_plugin_versions_are_read_once_from_the_newest_cpython_wheel():
     files["jax_cuda12_plugin-0.8.0-cp313-cp313-manylinux2014_x86_64.whl"] = {}
     with pytest.raises(Refused, match="found 5"):
         wheel_archs.linux_wheel(files, "jax-cuda12-plugin", "0.8.0")
+
+
+def test_a_capability_that_is_no_major_minor_is_named_not_a_traceback(monkeypatch):
+    from envgen.refresh import jax
+    from envgen.refresh.pypi import Run
+    with pytest.raises(ValueError, match="'9' is not a compute capability"):
+        fatbin.runs_on("9", ["9.0"], [])
+    row = _jax_row("jax-cuda13-pjrt", "0.8.0", ["9.0"], [])
+    monkeypatch.setattr(jax, "_kernel_record", lambda project: {"0.8.0": row})
+    with pytest.raises(Refused, match=r"cuda.yaml: CUDA 13's compute capabilities: "
+                                      r"'9a' is not a compute capability"):
+        jax._prebuilt(Run(index=None), "13", {"jax-cuda13-pjrt": "0.8.0"}, ["9.0", "9a"])

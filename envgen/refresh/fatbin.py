@@ -17,12 +17,14 @@ from PyTorch's build scripts (envgen/refresh/pytorch_wheel_archs.yaml)."""
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from collections import Counter
 from pathlib import Path
 
 MAGIC = 0xBA55ED50
 KIND_PTX, KIND_SASS = 1, 2
+CC = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
 SECTION = ".nv_fatbin"
 
 
@@ -101,8 +103,10 @@ def runs_on(gpu_cc: str, sass: list[str], ptx: list[str]) -> bool:
     (CUDA's rule: SASS of the same major and a minor no higher, or PTX of a capability no
     higher, which the driver compiles at load)."""
     def key(v: str) -> tuple[int, int]:
-        major, minor = v.split(".")
-        return int(major), int(minor)
+        m = CC.fullmatch(str(v))
+        if m is None:
+            raise ValueError(f"{v!r} is not a compute capability (MAJOR.MINOR)")
+        return int(m.group(1)), int(m.group(2))
     major, minor = key(gpu_cc)
     return any(a == major and b <= minor for a, b in map(key, sass)) or \
         any(key(p) <= (major, minor) for p in ptx)

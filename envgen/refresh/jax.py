@@ -240,7 +240,10 @@ def _prebuilt(run: Run, line: str, packages: dict[str, str],
             read.append((project, version, row))
     if not read:
         return ccs, None
-    kept = [c for c in ccs if all(runs_on(c, r["sass"], r["ptx"]) for _, _, r in read)]
+    try:
+        kept = [c for c in ccs if all(runs_on(c, r["sass"], r["ptx"]) for _, _, r in read)]
+    except ValueError as e:   # cuda.yaml is read here before the loader has checked it
+        raise Refused(f"cuda.yaml: CUDA {line}'s compute capabilities: {e}") from None
     codes = {(tuple(r["sass"]), tuple(r["ptx"])) for _, _, r in read}
     if len(codes) == 1:
         (sass, ptx), = codes
