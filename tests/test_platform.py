@@ -140,19 +140,27 @@ def test_a_framework_over_torch_follows_its_base_platform(m):
     assert st.base_stack().stack == "pytorch-cpu-arm64"
 
 
-def test_the_bundled_arm64_closure_is_every_file_aarch64_or_pure_and_hashed(m, arm):
+@pytest.mark.parametrize("name, needs", [
+    ("pytorch-cpu-arm64", {"torch", "numpy"}),
+    ("jax-cpu-arm64", {"jax", "jaxlib", "numpy"}),
+    ("jax-cuda13-arm64", {"jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt",
+                          "nvidia-cudnn-cu13"})])
+def test_the_bundled_arm64_closure_is_every_file_aarch64_or_pure_and_hashed(m, name, needs):
     from envgen.resolve.closure import find, inputs_for, key_of
-    path = ROOT / "matrices" / "closures" / "pytorch-cpu-arm64.json"
+    arm = res(m, name)
+    path = ROOT / "matrices" / "closures" / f"{name}.json"
     data = json.loads(path.read_text())
     assert data["key"] == key_of(inputs_for(arm, resolve=False))   # what build would use
-    assert data["inputs"]["platform"] == "manylinux_2_36_aarch64"
+    # the base's glibc: bookworm's 2.36 for torch, trixie's 2.41 for JAX 0.12
+    glibc = arm.base.glibc.replace(".", "_")
+    assert data["inputs"]["platform"] == f"manylinux_{glibc}_aarch64"
     assert find(arm) is not None
     for p in data["packages"]:
         assert p["hashes"] and p["hashes"][0].startswith("sha256:"), p["name"]
         _, _, _, tags = parse_wheel_filename(p["file"])
         plats = {t.platform for t in tags}
         assert plats == {"any"} or all(x.endswith("_aarch64") for x in plats), p["file"]
-    assert {"torch", "numpy"} <= {p["name"] for p in data["packages"]}
+    assert needs <= {p["name"] for p in data["packages"]}
 
 
 def test_uv_and_the_hash_pinner_are_asked_for_aarch64(arm):

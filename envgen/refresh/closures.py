@@ -18,8 +18,9 @@ from ..core.errors import EnvgenError
 from ..core.files import read_regular
 
 # stacks of another platform whose closures ship too (a platform's names are not in
-# m.stack_names(), which lists linux/amd64's): the small CPU stack CI checks for aarch64
-OTHER_PLATFORMS = ("pytorch-cpu-arm64",)
+# m.stack_names(), which lists linux/amd64's): the small CPU stack CI checks for aarch64,
+# and JAX's, which a Grace host (GH200) resolves to
+OTHER_PLATFORMS = ("pytorch-cpu-arm64", "jax-cpu-arm64", "jax-cuda13-arm64")
 
 
 def refresh_closures(m, folder: Path, names: list[str] | None = None,
