@@ -122,9 +122,29 @@ def test_a_variant_without_an_aarch64_wheel_is_refused_with_the_nearest_that_has
 
 
 def test_a_framework_with_no_aarch64_facts_is_refused(m):
+    import copy
+    m2 = copy.copy(m)
+    m2.platform_wheels = [w for w in m.platform_wheels if w.package != "tensorflow"]
     with pytest.raises(Unsatisfiable) as e:
-        res(m, "tensorflow-cpu-arm64")
-    assert "platforms.yaml" in e.value.message
+        res(m2, "tensorflow-cpu-arm64")
+    assert "the matrix holds no linux/arm64 wheels of tensorflow " \
+           "(matrices/platforms.yaml)" in e.value.message
+
+
+def test_tensorflow_on_arm64_is_its_cpu_build_installed_as_tensorflow(m):
+    """TensorFlow's aarch64 wheels are CPU builds (no GPU code in them), and on aarch64 the
+    cpu variant installs `tensorflow`: tensorflow-cpu has no aarch64 wheel."""
+    st = res(m, "tensorflow-cpu-arm64")
+    pins = dict(st.packages)
+    assert "tensorflow" in pins and "tensorflow-cpu" not in pins
+    assert st.platform == "linux/arm64" and st.cuda is None
+    with pytest.raises(Unsatisfiable) as e:
+        res(m, "tensorflow", gpu="GH200", driver="580.95.05")
+    assert f"PyPI serves tensorflow {st.version} for linux/arm64 only as its cpu build" \
+        in e.value.message
+    assert e.value.hints[0] == f"tensorflow=={st.version},variant=cpu,platform=linux/arm64"
+    x86 = dict(res(m, "tensorflow-cpu").packages)
+    assert "tensorflow-cpu" in x86   # linux/amd64 keeps the smaller CPU-only wheel
 
 
 def test_an_unknown_platform_is_bad_input(m):
