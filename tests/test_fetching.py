@@ -192,3 +192,21 @@ def test_the_index_reader_asks_again_when_an_answer_is_cut_short(tmp_path, monke
     with _Server(handler=Handler) as s:
         assert Index(s.url, cache=tmp_path).get(f"{s.url}/x/") == b'{"files": []}'
     assert len(served) == 2
+
+
+def test_min_rate_buys_time_up_to_a_cap(monkeypatch):
+    Drip(monkeypatch)   # 10 s a read, one byte each: 1 byte/s earns 1 s more a byte
+    with pytest.raises(fetching.StreamLimit, match="took more than 50 s"):
+        list(fetching.chunks(Drip(monkeypatch), 1 << 20, 30, min_rate=0.05, most=50))
+
+
+@pytest.mark.parametrize("error, kind", [
+    (__import__("http.client").client.IncompleteRead(b"x"), "short"),
+    (__import__("http.client").client.LineTooLong("chunk size"), "bad")])
+def test_broken_http_framing_is_a_stream_error_of_its_kind(error, kind):
+    class Broken:
+        def read1(self, n):
+            raise error
+    with pytest.raises(fetching.StreamLimit) as e:
+        list(fetching.chunks(Broken(), 1 << 20, 60))
+    assert e.value.kind == kind and isinstance(e.value, OSError)

@@ -413,3 +413,26 @@ def test_a_platform_wheel_listed_twice_is_refused(tmp_path):
     with pytest.raises(MatrixError) as e:
         load_matrix(folder)
     assert "duplicate platform wheel ('jax'" in str(e.value)
+
+
+def test_an_aarch64_wheel_that_only_installs_another_build_is_no_row():
+    """TensorFlow 2.11 to 2.15's aarch64 wheels are 2 KB stand-ins for tensorflow-cpu-aws:
+    the platforms reader writes no row for them (and says why)."""
+    from envgen.refresh.platforms import stand_in
+    shim = ("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.15.1\n"
+            "Requires-Dist: tensorflow-cpu-aws ==2.15.1 ; platform_system == \"Linux\" and "
+            "(platform_machine == \"arm64\" or platform_machine == \"aarch64\")\n"
+            "Requires-Dist: tensorflow-intel ==2.15.1 ; platform_system == \"Windows\"\n")
+    assert stand_in(shim, "tensorflow") == "tensorflow-cpu-aws==2.15.1"
+    real = ("Name: tensorflow\nVersion: 2.21.0\nRequires-Dist: tensorboard~=2.20.0\n"
+            "Requires-Dist: tensorflow-io-gcs-filesystem>=0.23.1; python_version < \"3.12\"\n"
+            "Requires-Dist: nvidia-cublas-cu12<13.0,>=12.5.3.2; extra == \"and-cuda\"\n")
+    assert stand_in(real, "tensorflow") is None
+
+
+def test_tensorflow_before_2_16_has_no_arm64_row(m):
+    versions = {w.version for w in m.platform_wheels if w.package == "tensorflow"}
+    assert "2.15.1" not in versions and {"2.16.1", "2.21.0"} <= versions
+    with pytest.raises(Unsatisfiable) as e:
+        res(m, "tensorflow==2.15.1,variant=cpu", platform="linux/arm64")
+    assert "PyPI has no linux/arm64 wheel of tensorflow 2.15.1" in e.value.message

@@ -46,20 +46,25 @@ class StreamLimit(OSError):
 
 
 def chunks(stream, limit: int, seconds: float, size: int = 1 << 16, whole: bool = True,
-           min_rate: float = 0.0):
+           min_rate: float = 0.0, most: float | None = None):
     """The bytes of `stream` (an HTTP response or a file) as they arrive: StreamLimit as soon
     as more than `limit` arrive (`whole`; otherwise the first `limit` bytes are the end),
     when they have taken more than `seconds` (plus one second per `min_rate` bytes
     received: a large file on a slow link is given its time, a server sending a byte every
-    20 s is not; the socket's timeout is per read and would never trip), or when the
-    response ends before its Content-Length."""
+    20 s is not; the socket's timeout is per read and would never trip; never more than
+    `most` seconds), or when the response ends before its Content-Length ("short"), or
+    its framing is broken ("bad")."""
     read = getattr(stream, "read1", None) or stream.read
     start, got, past = time.monotonic(), 0, int(whole)
     while got < limit + past:
         try:
             chunk = read(min(size, limit + past - got))
-        except http.client.HTTPException as e:   # a chunked body cut short: IncompleteRead
-            raise StreamLimit("short", f"ended early ({type(e).__name__})") from None
+        except http.client.IncompleteRead:   # a chunked body cut short
+            raise StreamLimit("short", f"ended after {got} bytes, before its last chunk") \
+                from None
+        except http.client.HTTPException as e:   # a chunk-size line of 70 KB and such
+            raise StreamLimit("bad", f"is not a readable HTTP body ({type(e).__name__})") \
+                from None
         if not chunk:
             if whole and (getattr(stream, "length", None) or 0) > 0:
                 raise StreamLimit("short", f"ended after {got} bytes, "
@@ -69,6 +74,8 @@ def chunks(stream, limit: int, seconds: float, size: int = 1 << 16, whole: bool 
         if got > limit:
             raise StreamLimit("size", f"larger than {_bytes(limit)}")
         allowed = seconds + (got / min_rate if min_rate else 0.0)
+        if most is not None:
+            allowed = min(allowed, most)
         if time.monotonic() - start > allowed:
             raise StreamLimit("time", f"took more than {allowed:.0f} s")
         yield chunk

@@ -92,9 +92,8 @@ def _aarch64_wheels(files: list[dict]) -> dict[str, dict]:
     return best
 
 
-def cuda_pins(metadata: str) -> dict[str, str]:
-    """The nvidia-* wheels the METADATA requires on aarch64 Linux, exactly pinned."""
-    out = {}
+def _on_aarch64(metadata: str):
+    """The requirements of a METADATA whose marker holds on aarch64 Linux (no extra)."""
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):
             continue
@@ -102,15 +101,26 @@ def cuda_pins(metadata: str) -> dict[str, str]:
             req = Requirement(line.split(":", 1)[1].strip())
         except InvalidRequirement:
             continue
-        if not canonical_name(req.name).startswith("nvidia-"):
-            continue
-        if req.marker is not None and not req.marker.evaluate(ARM_ENV):
-            continue
-        out[canonical_name(req.name)] = exact_pin(req) or str(req.specifier)
+        if req.marker is None or req.marker.evaluate(ARM_ENV):
+            yield canonical_name(req.name), req
+
+
+def cuda_pins(metadata: str) -> dict[str, str]:
+    """The nvidia-* wheels the METADATA requires on aarch64 Linux, exactly pinned."""
+    out = {name: exact_pin(req) or str(req.specifier)
+           for name, req in _on_aarch64(metadata) if name.startswith("nvidia-")}
     return dict(sorted(out.items()))
 
 
-def variant_of(row: dict, pins: dict[str, str], what: str) -> str:
+def stand_in(metadata: str, package: str) -> str | None:
+    """The distribution an aarch64 wheel installs in its place, if it is a stand-in:
+    TensorFlow's to 2.15 are 2 KB wheels that require tensorflow-cpu-aws==V on aarch64."""
+    return next((f"{name}=={exact_pin(req)}" for name, req in _on_aarch64(metadata)
+                 if name.startswith(package + "-") and exact_pin(req)), None)
+
+
+def variant_of(row: dict, pins: dict[str, str], what: str,
+               framework: str = "pytorch") -> str:
     """The release's variant an aarch64 wheel is: cpu without nvidia-* pins, else the
     CUDA variant whose cuDNN it pins."""
     if not pins:
@@ -120,7 +130,7 @@ def variant_of(row: dict, pins: dict[str, str], what: str) -> str:
         if v.get("cuda") and cudnn and v.get("cudnn") == cudnn:
             return v["name"]
     raise Refused(f"{what}: its aarch64 wheel pins cuDNN {cudnn}, which none of the release's "
-                  f"variants in pytorch.yaml names; refresh pytorch first")
+                  f"variants in {framework}.yaml names; refresh {framework} first")
 
 
 def _aarch64_or_pure(files: list[dict]) -> bool:
@@ -189,10 +199,18 @@ def derive(run: Run) -> dict:
                 return None
             pythons = sorted(wheels, key=Version)
             wheel = wheels[pythons[-1]]
-            pins = cuda_pins(run.index.metadata(wheel)[0])
+            metadata = run.index.metadata(wheel)[0]
             what = f"{package} {version}"
+            other = stand_in(metadata, package)
+            if other:   # not a build of its own: it installs another distribution
+                run.warn(f"{what}: no linux/arm64 row: its aarch64 wheel ({wheel['filename']}) "
+                         f"only installs {other}, a build of its own that the matrix does "
+                         f"not hold")
+                return None
+            pins = cuda_pins(metadata)
             entry = {"package": package, "version": version, "platform": "linux/arm64",
-                     "variant": variant_of(row, pins, what), "pythons": pythons}
+                     "variant": variant_of(row, pins, what, framework),
+                     "pythons": pythons}
             if pins:
                 entry["packages"] = pins
             entry["source"] = f"pypi:{package}/{wheel['filename']}"

@@ -155,8 +155,10 @@ def download(index: Index, f: dict, dest: Path) -> None:
                 digest.update(chunk)
                 out.write(chunk)
     except fetching.StreamLimit as e:
-        raise Refused(f"{f['filename']}: the download {'is ' if e.kind == 'size' else ''}"
-                      f"{e}") from None
+        said = f"{f['filename']}: the download {'is ' if e.kind == 'size' else ''}{e}"
+        if e.kind == "short":   # the connection dropped: the network's fault, not the file's
+            raise EnvironmentMissing(said) from None
+        raise Refused(said) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
         raise EnvironmentMissing(f"{url} did not answer ({getattr(e, 'reason', e)})") from None
     if digest.hexdigest() != want:

@@ -162,7 +162,7 @@ def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
     # the row is of the framework's own wheels: what installs there is that distribution
     # (TensorFlow's cpu variant is tensorflow-cpu on x86_64, which has no aarch64 wheel)
     return (record_replace(r, pythons=w.pythons),
-            record_replace(v, packages=w.packages, sources=("pypi",), package=None))
+            record_replace(v, packages=w.packages, sources=("pypi",), package=""))
 
 
 @dataclass

@@ -24,6 +24,7 @@ MAX_BYTES = 4 * 1024 ** 3   # a CUDA wheel is under 3 GB
 TIMEOUT_S = 60.0
 WHOLE_S = 300.0              # a file's download: this much time, and a second more
 MIN_RATE = 64 * 1024          # for each MIN_RATE bytes that arrive (a slow link's 3 GB)
+MOST_S = 3 * 3600.0           # and never more than this
 
 
 def split(url: str) -> tuple[str, str | None]:
@@ -102,7 +103,8 @@ def _copy(url: str, to: Path) -> str:
             req = urllib.request.Request(url, headers={"User-Agent": "envgen"})
             stream = fetching.urlopen(req, timeout=TIMEOUT_S)
         with stream as r, open(to, "wb") as out:
-            for chunk in fetching.chunks(r, MAX_BYTES, WHOLE_S, 1 << 20, min_rate=MIN_RATE):
+            for chunk in fetching.chunks(r, MAX_BYTES, WHOLE_S, 1 << 20, min_rate=MIN_RATE,
+                                         most=MOST_S):
                 h.update(chunk)
                 out.write(chunk)
     except fetching.StreamLimit as e:
