@@ -436,3 +436,16 @@ def test_tensorflow_before_2_16_has_no_arm64_row(m):
     with pytest.raises(Unsatisfiable) as e:
         res(m, "tensorflow==2.15.1,variant=cpu", platform="linux/arm64")
     assert "PyPI has no linux/arm64 wheel of tensorflow 2.15.1" in e.value.message
+
+
+def test_a_bare_framework_on_arm64_with_no_gpu_build_there_is_its_cpu_build_said(m):
+    """`tensorflow --platform linux/arm64`: PyPI has no GPU build of it for aarch64, and no
+    GPU was named, so the cpu build is the answer, with the reason; naming a GPU still
+    refuses it (a CPU image for a GPU host is no answer)."""
+    st = res(m, "tensorflow", platform="linux/arm64")
+    assert st.variant == "cpu" and st.stack == "tensorflow-cpu-arm64"
+    assert "PyPI serves no GPU build of tensorflow for linux/arm64: its cpu build" in st.reasons
+    with pytest.raises(Unsatisfiable):
+        res(m, "tensorflow", gpu="GH200", driver="580.95.05")
+    # torch has GPU builds for aarch64: a bare torch stays a CUDA build there
+    assert res(m, "torch", platform="linux/arm64").variant.startswith("cu")

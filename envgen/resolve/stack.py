@@ -297,6 +297,15 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     # every matching release is built for the CPU alone (TensorFlow before its and-cuda
     # extra): that build is the one asked for
     cpu_only = all(v.name == "cpu" for r in releases for v in r.variants)
+    # or, on another platform, PyPI serves none of them there as a GPU build (TensorFlow's
+    # aarch64 wheels): for a host that named no GPU, that cpu build is the one there is
+    platform_cpu = False
+    if host.platform != DEFAULT_PLATFORM and not cpu_only and host.gpu is None \
+            and host.cc is None and not spec.variant:
+        versions = {r.version for r in releases}
+        platform_cpu = cpu_only = not any(
+            w.variant != "cpu" for w in m.platform_wheels if w.package == fw.package
+            and w.platform == host.platform and w.version in versions)
     for r in releases:
         for v in r.variants:
             if spec.variant and v.name != spec.variant:
@@ -315,6 +324,9 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
                                        f"sources={host.sources}"))
                 continue
             cand = _Candidate(r, v, src[0], src[1], src[2], [src[3]])
+            if platform_cpu:
+                cand.reasons.append(f"PyPI serves no GPU build of {fw.package} for "
+                                    f"{host.platform}: its cpu build")
             cuda = m.cuda_release(v.cuda) if v.cuda else None
             how = None
             if cuda and host.driver:
