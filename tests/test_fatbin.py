@@ -399,17 +399,16 @@ def _jax_row(project, version, sass, ptx):
             "sass": sass, "ptx": ptx, "partial": []}
 
 
-def test_the_jax_reader_leaves_out_a_gpu_the_prebuilt_kernels_miss(monkeypatch):
+def test_the_jax_reader_leaves_out_a_gpu_the_prebuilt_kernels_miss():
     from envgen.refresh import jax
     from envgen.refresh.pypi import Run
     code = (["7.5", "8.0", "9.0", "10.0", "12.0"], ["12.0"])
     records = {p: {"0.8.0": _jax_row(p, "0.8.0", *code)}
                for p in ("jax-cuda13-pjrt", "jax-cuda13-plugin")}
-    monkeypatch.setattr(jax, "_kernel_record", lambda project: records.get(project, {}))
     packages = {"jax-cuda13-pjrt": "0.8.0", "jax-cuda13-plugin": "0.8.0"}
     ccs = ["7.5", "8.0", "8.6", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
     run = Run(index=None)
-    kept, said = jax._prebuilt(run, "13", packages, ccs)
+    kept, said = jax._prebuilt(run, "13", packages, ccs, records)
     assert kept == ["7.5", "8.0", "8.6", "9.0", "10.0", "10.3", "12.0", "12.1"]
     assert said == ("prebuilt kernels (jax-cuda13-pjrt and -plugin 0.8.0, read from the "
                     "wheels): SASS 7.5, 8.0, 9.0, 10.0, 12.0; PTX 12.0: none for 11.0")
@@ -417,13 +416,14 @@ def test_the_jax_reader_leaves_out_a_gpu_the_prebuilt_kernels_miss(monkeypatch):
     # the two wheels disagreeing: each list is named, and a GPU must run both
     records["jax-cuda13-plugin"]["0.8.0"]["sass"] = ["8.0", "9.0", "10.0", "12.0"]
     records["jax-cuda13-plugin"]["0.8.0"]["ptx"] = []
-    kept, said = jax._prebuilt(Run(index=None), "13", packages, ccs)
+    kept, said = jax._prebuilt(Run(index=None), "13", packages, ccs, records)
     assert kept == ["8.0", "8.6", "9.0", "10.0", "10.3", "12.0", "12.1"]
     assert "pjrt SASS 7.5, 8.0, 9.0, 10.0, 12.0; PTX 12.0 / plugin SASS 8.0, 9.0, 10.0, " \
            "12.0; PTX none: none for 7.5, 11.0" in said
     # a pinned wheel the record lacks: the list stands, and the run says so
     run = Run(index=None)
-    assert jax._prebuilt(run, "13", {"jax-cuda13-pjrt": "0.9.0"}, ccs) == (ccs, None)
+    assert jax._prebuilt(run, "13", {"jax-cuda13-pjrt": "0.9.0"}, ccs, records) == \
+        (ccs, None)
     assert run.warnings == [
         "jax-cuda13-pjrt 0.9.0: its GPU code is not in wheel_archs.yaml; the list stands "
         "unchecked until `python -m envgen.refresh.wheel_archs --project jax-cuda13-pjrt "
@@ -481,13 +481,13 @@ def test_jax_plugin_versions_are_read_once_from_the_newest_cpython_wheel():
         wheel_archs.linux_wheel(files, "jax-cuda12-plugin", "0.8.0")
 
 
-def test_a_capability_that_is_no_major_minor_is_named_not_a_traceback(monkeypatch):
+def test_a_capability_that_is_no_major_minor_is_named_not_a_traceback():
     from envgen.refresh import jax
     from envgen.refresh.pypi import Run
     with pytest.raises(ValueError, match="'9' is not a compute capability"):
         fatbin.runs_on("9", ["9.0"], [])
     row = _jax_row("jax-cuda13-pjrt", "0.8.0", ["9.0"], [])
-    monkeypatch.setattr(jax, "_kernel_record", lambda project: {"0.8.0": row})
     with pytest.raises(Refused, match=r"cuda.yaml: CUDA 13's compute capabilities: "
                                       r"'9a' is not a compute capability"):
-        jax._prebuilt(Run(index=None), "13", {"jax-cuda13-pjrt": "0.8.0"}, ["9.0", "9a"])
+        jax._prebuilt(Run(index=None), "13", {"jax-cuda13-pjrt": "0.8.0"}, ["9.0", "9a"],
+                      {"jax-cuda13-pjrt": {"0.8.0": row}})

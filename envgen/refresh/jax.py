@@ -148,7 +148,8 @@ def _pick(run: Run, req: Requirement, known: dict[str, list[str]] | None = None)
 
 
 def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], pythons,
-             cudarts: dict[str, list[str]], cuda_doc: dict) -> dict | str | None:
+             cudarts: dict[str, list[str]], cuda_doc: dict,
+             kernels: dict[str, dict[str, dict]]) -> dict | str | None:
     """The cudaNN variant; a str says why the plugin's build is not served; None: no
     wheel for the release's Pythons."""
     best = best_wheels(plugin_files)
@@ -189,7 +190,7 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
         whys.insert(0, f"cudart {runtime} ships with CUDA {', '.join(releases_of)}; the "
                        f"newest is taken")
     ccs = [str(c) for c in row.get("compute_capabilities") or []]
-    ccs, said = _prebuilt(run, line, packages, ccs)
+    ccs, said = _prebuilt(run, line, packages, ccs, kernels)
     if said:
         whys.append(said)
     cudnn = find("nvidia-cudnn")
@@ -204,34 +205,19 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
             "confidence": "inferred", "why": "; ".join(whys)[:400]}
 
 
-def _kernel_record(project: str) -> dict[str, dict]:
-    """wheel_archs.load(project), read once per state of the record file."""
-    from .wheel_archs import RECORD
-    try:
-        st = RECORD.stat()
-    except OSError:
-        return {}
-    return _load_record(project, st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _load_record(project: str, _mtime_ns: int, _size: int) -> dict[str, dict]:
-    from .wheel_archs import load
-    return load(project)
-
-
-def _prebuilt(run: Run, line: str, packages: dict[str, str],
-              ccs: list[str]) -> tuple[list[str], str | None]:
+def _prebuilt(run: Run, line: str, packages: dict[str, str], ccs: list[str],
+              kernels: dict[str, dict[str, dict]]) -> tuple[list[str], str | None]:
     """`ccs` less the GPUs that the plugins' prebuilt kernels (XLA's runtime kernels in the
     PJRT wheel, jaxlib's in the plugin) have no code for, as wheel_archs.yaml read them from
-    the very wheels pinned, and what it says of them; without a record of a pinned wheel the
-    list stands and the run says so."""
+    the very wheels pinned (`kernels`: project -> its record, read once per refresh), and
+    what it says of them; without a record of a pinned wheel the list stands and the run
+    says so."""
     from .fatbin import runs_on
     read = []
     for part in KERNEL_WHEELS:
         project = f"jax-cuda{line}-{part}"
         version = packages.get(project)
-        row = _kernel_record(project).get(version) if version else None
+        row = kernels.get(project, {}).get(version) if version else None
         if version and row is None:
             run.warn(f"{project} {version}: its GPU code is not in wheel_archs.yaml; the "
                      f"list stands unchecked until `python -m envgen.refresh.wheel_archs "
@@ -289,6 +275,10 @@ def derive(run: Run) -> dict:
     jaxlib = releases(run.index.project("jaxlib"), FIRST)
     plugins = {line: releases(run.index.project(f"jax-cuda{line}-plugin"), FIRST)
                for line in LINES}
+    # the plugins' own GPU code, read once
+    from .wheel_archs import load
+    kernels = {p: load(p) for p in (f"jax-cuda{line}-{part}" for line in LINES
+                                    for part in KERNEL_WHEELS)}
     rows = []
     for ver in sorted(v for v, fs in jax_rels.items()
                       if min((f.get("upload-time") or "") for f in fs)[:10] >= SINCE):
@@ -299,7 +289,7 @@ def derive(run: Run) -> dict:
             continue
         pythons = sorted(lib, key=Version)
         made = {line: _variant(run, ver, line, plugins[line][ver], pythons, cudarts,
-                               cuda_doc) for line in LINES if ver in plugins[line]}
+                               cuda_doc, kernels) for line in LINES if ver in plugins[line]}
         variants = [v for v in made.values() if isinstance(v, dict)]
         refused = {f"cuda{line}": why for line, why in made.items() if isinstance(why, str)}
         if not made:
