@@ -33,7 +33,7 @@ def test_a_body_within_its_bounds_is_read_whole():
 def test_one_byte_over_the_limit_is_refused_naming_the_limit():
     with pytest.raises(fetching.StreamLimit) as e:
         list(fetching.chunks(io.BytesIO(b"x" * (2 << 20) + b"y"), 2 << 20, 60))
-    assert (e.value.kind, str(e.value)) == ("size", "larger than 2 MiB")
+    assert (e.value.kind, str(e.value)) == ("size", "is larger than 2 MiB")
     assert isinstance(e.value, OSError)   # callers that treat a silent index so treat it
 
 

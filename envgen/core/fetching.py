@@ -37,8 +37,10 @@ def urlopen(req, timeout: float):
 
 
 class StreamLimit(OSError):
-    """A body larger than allowed (`kind` "size"), slower than its deadline ("time"), or
-    cut short of the length its server announced ("short")."""
+    """A body larger than allowed (`kind` "size"), slower than its deadline ("time"), cut
+    short of the length its server announced ("short"), or not readable ("bad"). Its text
+    is a predicate ("is larger than 32 MiB", "took more than 120 s"): a caller puts the
+    thing read before it."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -72,7 +74,7 @@ def chunks(stream, limit: int, seconds: float, size: int = 1 << 16, whole: bool 
             break
         got += len(chunk)
         if got > limit:
-            raise StreamLimit("size", f"larger than {_bytes(limit)}")
+            raise StreamLimit("size", f"is larger than {_bytes(limit)}")
         allowed = seconds + (got / min_rate if min_rate else 0.0)
         if most is not None:
             allowed = min(allowed, most)

@@ -223,7 +223,7 @@ def modules_of_sdist(url: str, sha256: str | None, name: str | None = None) -> l
         try:
             data = b"".join(fetching.chunks(r, MAX_SDIST, 300))
         except fetching.StreamLimit as e:
-            raise OSError(f"the sdist {'is ' if e.kind == 'size' else ''}{e}") from None
+            raise OSError(f"the sdist {e}") from None
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise OSError("the sdist's sha256 differs from the index's")
     return modules_of_archive(data, url.split("?")[0].endswith(".zip"), name)

@@ -151,8 +151,7 @@ class Index:
                     except fetching.StreamLimit as e:
                         if e.kind == "short":   # the connection dropped: asked again
                             raise ConnectionError(f"the answer {e}") from None
-                        how = f"is {e}" if e.kind == "size" else str(e)
-                        raise Refused(f"{req.full_url}: the answer {how}") from None
+                        raise Refused(f"{req.full_url}: the answer {e}") from None
                     return r.status, body
             except urllib.error.HTTPError as e:
                 if e.code == 404:

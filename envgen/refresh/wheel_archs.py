@@ -155,7 +155,7 @@ def download(index: Index, f: dict, dest: Path) -> None:
                 digest.update(chunk)
                 out.write(chunk)
     except fetching.StreamLimit as e:
-        said = f"{f['filename']}: the download {'is ' if e.kind == 'size' else ''}{e}"
+        said = f"{f['filename']}: the download {e}"
         if e.kind == "short":   # the connection dropped: the network's fault, not the file's
             raise EnvironmentMissing(said) from None
         raise Refused(said) from None

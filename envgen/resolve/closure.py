@@ -501,7 +501,7 @@ def _read_by(response, limit: int, seconds: float) -> bytes:
     try:
         return b"".join(fetching.chunks(response, limit, seconds))
     except fetching.StreamLimit as e:
-        raise OSError(f"the page {'is ' if e.kind == 'size' else ''}{e}") from None
+        raise OSError(f"the page {e}") from None
 
 
 _ANCHOR = re.compile(r"<a\s[^>]*?href=[\"']([^\"']+)[\"'][^>]*>", re.IGNORECASE)

@@ -109,7 +109,7 @@ def _copy(url: str, to: Path) -> str:
                 out.write(chunk)
     except fetching.StreamLimit as e:
         if e.kind == "size":
-            raise InputError(f"{shown(url)} is {e}") from None
+            raise InputError(f"{shown(url)} {e}") from None
         raise EnvironmentMissing(f"{shown(url)} could not be read: it {e}") from None
     except OSError as e:
         raise EnvironmentMissing(f"{shown(url)} could not be read ({e})") from None
