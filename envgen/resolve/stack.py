@@ -141,6 +141,12 @@ def _platform_wheels(m: Matrix, package: str, version: str, platform: str) -> li
             and w.version == version and w.platform == platform]
 
 
+def _platform_row(m: Matrix, package: str, version: str, platform: str, variant: str):
+    """The platform_wheels row of one variant of a release on a platform, or None."""
+    return next((w for w in _platform_wheels(m, package, version, platform)
+                 if w.variant == variant), None)
+
+
 def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
     """(release, variant) as PyPI serves them for a platform other than linux/amd64 (its
     Pythons, its nvidia-* pins), or a str saying why that variant has no wheel there."""
@@ -302,10 +308,9 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     platform_cpu = False
     if host.platform != DEFAULT_PLATFORM and not cpu_only and host.gpu is None \
             and host.cc is None and not spec.variant:
-        versions = {r.version for r in releases}
         platform_cpu = cpu_only = not any(
-            w.variant != "cpu" for w in m.platform_wheels if w.package == fw.package
-            and w.platform == host.platform and w.version in versions)
+            w.variant != "cpu" for r in releases
+            for w in _platform_wheels(m, fw.package, r.version, host.platform))
     for r in releases:
         for v in r.variants:
             if spec.variant and v.name != spec.variant:
@@ -415,8 +420,7 @@ def _stack(m, spec, host, cand, base, how) -> Stack:
         why = f"the GPU {host.gpu.name} comes only in {platform} hosts (Grace)" \
             if host.gpu is not None and host.gpu.platform else f"{platform} was asked for"
         reasons.append(f"built for {platform}: {why}")
-        w = next((x for x in _platform_wheels(m, fw.package, r.version, platform)
-                  if x.variant == v.name), None)
+        w = _platform_row(m, fw.package, r.version, platform, v.name)
         if w is not None:
             reasons.append(f"PyPI's {platform} wheel of {fw.package} {r.version} is its "
                            f"{w.variant} build, for Python {', '.join(w.pythons)} ({w.source})")
