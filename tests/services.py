@@ -1,7 +1,8 @@
 """Real services for tests, on loopback only: an OCI registry (distribution's
-`docker-registry`, Debian package docker-registry) and a second Docker daemon playing a
-teammate's machine. Each is a context manager that skips the test (pytest.skip) where it
-cannot run and leaves nothing behind: process group stopped, temporary folders deleted."""
+`docker-registry`, Debian package docker-registry), a second Docker daemon playing a
+teammate's machine, and a plain HTTP server with a test's own handler. Each is a context
+manager that skips the test (pytest.skip) where it cannot run and leaves nothing behind:
+process group stopped, temporary folders deleted."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,12 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
@@ -114,6 +117,27 @@ def certified_build(spec: str, tag: str, home: str, before: frozenset[str]) -> I
         yield out
     finally:
         remove_own_image(out["image_id"], before)
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 answering with `handler` (a
+    BaseHTTPRequestHandler class); `url` is its base. close() or a with block stops it."""
+
+    def __init__(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def free_port() -> int:

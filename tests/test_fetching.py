@@ -4,11 +4,11 @@ against a loopback server that drips its answer or sends more than it may."""
 from __future__ import annotations
 
 import io
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from services import LoopbackServer
 
 from envgen.core import fetching
 from envgen.core.errors import EnvironmentMissing, InputError
@@ -71,34 +71,25 @@ def test_head_is_the_first_bytes_of_a_longer_body_and_has_a_deadline_too(monkeyp
 
 # ---- the callers, against a loopback server ---------------------------------------------
 
-class _Server:
-    def __init__(self, body: bytes = b"", delay: float = 0.0, handler=None):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
+def _Server(body: bytes = b"", delay: float = 0.0, handler=None) -> LoopbackServer:
+    """A loopback server answering every GET with `body`, 64 KiB every `delay` seconds
+    (or with `handler`)."""
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(0, len(body), 1 << 16):
+                    self.wfile.write(body[i:i + (1 << 16)])
+                    self.wfile.flush()
+                    time.sleep(delay)
+            except OSError:
                 pass
-
-            def do_GET(self):
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    for i in range(0, len(body), 1 << 16):
-                        self.wfile.write(body[i:i + (1 << 16)])
-                        self.wfile.flush()
-                        time.sleep(delay)
-                except OSError:
-                    pass
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler or Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return LoopbackServer(handler or Handler)
 
 
 def test_a_file_requirement_whose_server_drips_is_given_up(tmp_path, monkeypatch):

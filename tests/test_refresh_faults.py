@@ -4,27 +4,15 @@ and a platform_wheels row that would vanish is refused like a framework release.
 from __future__ import annotations
 
 import struct
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from services import LoopbackServer
 
 from envgen.refresh import pypi
 from envgen.refresh.change import compare_platform_wheels
 from envgen.refresh.pypi import Index, Refused
-
-
-class _Server:
-    def __init__(self, handler):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def test_a_server_that_drips_its_answer_is_cut_at_the_deadline(tmp_path, monkeypatch):
@@ -43,7 +31,7 @@ def test_a_server_that_drips_its_answer_is_cut_at_the_deadline(tmp_path, monkeyp
                     time.sleep(0.2)
             except OSError:
                 pass
-    s = _Server(Drip)
+    s = LoopbackServer(Drip)
     monkeypatch.setattr(pypi, "REQUEST_S", 1)
     try:
         start = time.monotonic()
@@ -87,7 +75,7 @@ def test_a_wheel_whose_zip_directory_claims_too_much_is_refused_unread(tmp_path,
             self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
             self.end_headers()
             self.wfile.write(body)
-    s = _Server(Zip)
+    s = LoopbackServer(Zip)
     try:
         f = {"url": f"{s.url}/torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl",
              "filename": "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl", "size": size}
@@ -123,7 +111,7 @@ def test_a_page_naming_a_file_on_another_host_is_not_fetched_there(tmp_path):
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"{}")
-    other = _Server(Other)
+    other = LoopbackServer(Other)
 
     class Redirect(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -134,7 +122,7 @@ def test_a_page_naming_a_file_on_another_host_is_not_fetched_there(tmp_path):
             self.send_header("Location", f"{other.url.replace('127.0.0.1', 'localhost')}/x")
             self.send_header("Content-Length", "0")
             self.end_headers()
-    index = _Server(Redirect)
+    index = LoopbackServer(Redirect)
     try:
         ix = Index(index.url, cache=tmp_path)
         with pytest.raises(pypi.InputError, match="not on the index's own host"):
