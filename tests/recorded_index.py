@@ -8,12 +8,12 @@ import copy
 import io
 import json
 import re
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
+from services import LoopbackServer
 
 RECORDED = Path(__file__).parent / "data" / "refresh" / "recorded.json"
 
@@ -104,13 +104,9 @@ class RecordedIndex:
                 return self.send(206, body[a:b + 1],
                                  extra=[("Content-Range", f"bytes {a}-{b}/{len(body)}")])
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+        self.server = LoopbackServer(Handler)
+        self.url = f"{self.server.url}/simple"
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()

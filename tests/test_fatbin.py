@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import http.server
 import struct
-import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
+from services import LoopbackServer
 
 from envgen.refresh import fatbin, pytorch, wheel_archs
 from envgen.refresh.pypi import Index, Refused
@@ -175,17 +175,13 @@ class _Files(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVGEN_HOME", str(tmp_path / "home"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with LoopbackServer(_Files) as server:
+        yield server.url
 
 
 def test_a_download_is_checked_against_the_index_sha256(tmp_path, served):
     _Files.body = b"wheel bytes" * 1000
-    url = f"http://127.0.0.1:{served.server_address[1]}"
+    url = served
     index = Index(url)
     good = {"filename": "t.whl", "url": f"{url}/t.whl",
             "hashes": {"sha256": hashlib.sha256(_Files.body).hexdigest()}}
@@ -199,7 +195,7 @@ def test_a_download_is_checked_against_the_index_sha256(tmp_path, served):
 
 
 def test_a_file_url_off_the_index_host_is_not_fetched(tmp_path, served):
-    index = Index(f"http://127.0.0.1:{served.server_address[1]}")
+    index = Index(served)
     f = {"filename": "t.whl", "url": "https://elsewhere.invalid/t.whl",
          "hashes": {"sha256": "0" * 64}}
     with pytest.raises(Exception, match="not on the index's own host"):

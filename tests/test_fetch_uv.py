@@ -11,11 +11,11 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 import zipfile
 from pathlib import Path
 
 import pytest
+from services import LoopbackServer
 
 from envgen.render.views import UV_FETCHER
 
@@ -46,12 +46,8 @@ def server():
         def log_message(self, *_args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}", files
-    httpd.shutdown()
-    httpd.server_close()
+    with LoopbackServer(Handler) as httpd:
+        yield httpd.url, files
 
 
 def run(tmp_path: Path, rows: list[str]) -> subprocess.CompletedProcess:
