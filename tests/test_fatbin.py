@@ -96,6 +96,36 @@ def test_a_broken_file_is_named_not_a_traceback(tmp_path, make, says):
     assert str(e.value).startswith(f"{p}: ") and says in str(e.value)
 
 
+def test_a_fatbin_whose_size_is_no_multiple_of_8_hides_none_after_it():
+    """nvcc pads each fatbin to 8 bytes from the section's start: the next one is there."""
+    first = fatbin_blob([(2, 80, 3)])   # 83 bytes
+    second = fatbin_blob([(2, 90, 8), (1, 90, 8)])
+    section = first + b"\0" * 5 + second
+    assert len(first) == 83
+    assert fatbin.scan(section) == [frozenset({(2, 80)}), frozenset({(2, 90), (1, 90)})]
+    assert fatbin.scan(b"\0" * 8 + section, 8) == fatbin.scan(section)
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("method", 99, "NotImplementedError"),   # a compression method zipfile lacks
+    ("flags", 1, "RuntimeError"),            # an encrypted member
+    ("data", 7, "zlib.error")])              # a deflate block of the reserved type
+def test_a_wheel_whose_library_cannot_be_inflated_is_refused(tmp_path, field, value, why):
+    w = wheel(tmp_path, {"torch/lib/libtorch_cuda.so": b"\0" * (wheel_archs.MIN_LIBRARY + 1)})
+    data = bytearray(w.read_bytes())
+    central = data.rfind(b"PK\x01\x02")
+    if field == "method":
+        struct.pack_into("<H", data, central + 10, value)
+    elif field == "flags":
+        struct.pack_into("<H", data, central + 8, value)
+    else:   # the first byte of the member's deflate stream, after its local header
+        name_len, extra_len = struct.unpack_from("<HH", data, 26)
+        data[30 + name_len + extra_len] = value
+    w.write_bytes(bytes(data))
+    with pytest.raises(Refused, match=f"^{w.name}: not a readable wheel"):
+        wheel_archs.read_wheel(w, w.name, tmp_path)
+
+
 def test_cc_reads_two_and_three_digit_sm_numbers():
     assert [fatbin.cc(x) for x in (37, 75, 90, 100, 121)] == \
         ["3.7", "7.5", "9.0", "10.0", "12.1"]
@@ -406,7 +436,7 @@ def test_the_jax_reader_leaves_out_a_gpu_the_prebuilt_kernels_miss():
     run = Run(index=None)
     kept, said = jax._prebuilt(run, "13", packages, ccs, records)
     assert kept == ["7.5", "8.0", "8.6", "9.0", "10.0", "10.3", "12.0", "12.1"]
-    assert said == ("prebuilt kernels (jax-cuda13-pjrt and -plugin 0.8.0, read from the "
+    assert said == ("prebuilt kernels jax-cuda13-pjrt and -plugin 0.8.0 (read from the "
                     "wheels): SASS 7.5, 8.0, 9.0, 10.0, 12.0; PTX 12.0: none for 11.0")
     assert run.warnings == []
     # the two wheels disagreeing: each list is named, and a GPU must run both

@@ -48,7 +48,8 @@ def run_reader(name: str, folder: Path, index: Index, check: bool = False,
                               frozenset(run.corrections))
     if "platform_wheels" in doc or "platform_wheels" in (old or {}):   # platforms.yaml
         rows = compare_platform_wheels((old or {}).get("platform_wheels") or [],
-                                       doc.get("platform_wheels") or [])
+                                       doc.get("platform_wheels") or [],
+                                       frozenset(getattr(reader, "MIRRORED", ())))
         for f in ("added", "changed", "removed", "refusals"):
             getattr(change, f).extend(getattr(rows, f))
     if old is not None:

@@ -74,9 +74,11 @@ def _inferred(where: str, old: dict, new: dict, ch: Change) -> None:
                       f"{where}: now stated (was inferred: {a})")
 
 
-def _mapping(where: str, key: str, old: dict, new: dict, ch: Change) -> None:
+def _mapping(where: str, key: str, old: dict, new: dict, ch: Change,
+             corrections: frozenset = frozenset()) -> None:
+    """Each value of a mapping (`packages`, `companions`), as `key.NAME`."""
     for name in sorted(set(old) | set(new)):
-        _value(where, f"{key}.{name}", old.get(name), new.get(name), ch)
+        _value(where, f"{key}.{name}", old.get(name), new.get(name), ch, corrections)
 
 
 def _listed(where: str, key: str, old: list, new: list, ch: Change) -> None:
@@ -98,7 +100,7 @@ def _fields(where: str, old: dict, new: dict, skip: set, ch: Change,
         if isinstance(a, list) or isinstance(b, list):
             _listed(where, f, a or [], b or [], ch)
         elif isinstance(a, dict) or isinstance(b, dict):
-            _mapping(where, f, a or {}, b or {}, ch)
+            _mapping(where, f, a or {}, b or {}, ch, corrections)
         else:
             _value(where, f, a, b, ch, corrections)
 
@@ -119,7 +121,8 @@ def compare_releases(old: list[dict], new: list[dict],
                            f"remove it by hand in a reviewed commit if that is intended")
     for k in sorted(olds.keys() & news.keys(), key=lambda k: (k[0], _version(k[1]) or k[1])):
         o, n, where = olds[k], news[k], f"{k[0]} {k[1]}"
-        _fields(where, o, n, skip={"framework", "version", "variants"}, ch=ch)
+        _fields(where, o, n, skip={"framework", "version", "variants"}, ch=ch,
+                corrections=corrections)
         ov = {v.get("name"): v for v in o.get("variants") or [] if isinstance(v, dict)}
         nv = {v["name"]: v for v in n.get("variants") or []}
         for name in sorted(ov.keys() - nv.keys(), key=str):
@@ -134,10 +137,13 @@ def compare_releases(old: list[dict], new: list[dict],
     return ch
 
 
-def compare_platform_wheels(old: list[dict], new: list[dict]) -> Change:
+def compare_platform_wheels(old: list[dict], new: list[dict],
+                            mirrored: frozenset[str] = frozenset()) -> Change:
     """The change from `old` platform_wheels rows (a framework release's wheels for another
     platform) to `new` ones, keyed by package, version, platform and variant: a row that
-    disappears, or a pin that goes backwards, is refused as for a framework's releases."""
+    disappears, or a pin that goes backwards, is refused as for a framework's releases.
+    The pins of a row of a package in `mirrored` are its release's variant's, copied from
+    that framework's file (whose own refresh checked them): they follow it either way."""
     ch = Change()
     key = lambda r: tuple(str(r.get(k)) for k in  # noqa: E731
                           ("package", "version", "platform", "variant"))
@@ -149,8 +155,13 @@ def compare_platform_wheels(old: list[dict], new: list[dict]) -> Change:
         ch.refusals.append(f"{' '.join(k)} would disappear (the index no longer lists it); "
                            f"remove it by hand in a reviewed commit if that is intended")
     for k in sorted(olds.keys() & news.keys()):
-        _fields(" ".join(k), olds[k], news[k], skip={"package", "version", "platform",
-                                                     "variant", "confidence", "why"}, ch=ch)
+        o, n, where = olds[k], news[k], " ".join(k)
+        copied = k[0] in mirrored
+        _fields(where, o, n, skip={"package", "version", "platform", "variant", "confidence",
+                                   "why", *(("packages",) if copied else ())}, ch=ch)
+        if copied and o.get("packages") != n.get("packages"):
+            ch.changed.append(f"{where}: packages follow its variant's, "
+                              f"{o.get('packages')} -> {n.get('packages')}")
     return ch
 
 

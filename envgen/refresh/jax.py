@@ -11,21 +11,25 @@ Every final release first uploaded on or after 2023-01-01 (0.4.2 on):
 
 A CUDA variant pins what `jax[cudaNN]` installs:
 - jaxlib, the plugin and its PJRT wheel, exactly as jax's METADATA states them;
-- the nvidia-* wheels of the plugin's `with-cuda` extra. Those are ranges (`>=`), so each is
-  pinned to the newest wheel inside its range (cuDNN and NCCL: the newest that the matrix's
-  libraries rows know, so every variant names a library the matrix has). The CUDA runtime
-  is pinned to the newest wheel whose cudart a CUDA release of the matrix ships (`cuda`
-  rows, `runtime`), so the variant names a release the matrix knows.
+- the nvidia-* wheels of the plugin's `with-cuda` extra. Those are ranges (`>=`). The CUDA
+  runtime is pinned to the newest wheel whose cudart a CUDA release of the matrix ships
+  (`cuda` rows, `runtime`), so the variant names a release the matrix knows. Every other
+  CUDA component is pinned to the newest wheel inside both the plugin's range and what
+  NVIDIA's `cuda-toolkit` wheel of that release pins it to (its `all` extra), so the
+  variant installs that release's libraries, not a newer release's. cuDNN and NCCL (not
+  part of the toolkit): the newest inside the range that the matrix's libraries rows know.
 
-Companions: the newest Flax and optax whose Requires-Dist admits that jax."""
+Companions: the newest Flax and optax whose Requires-Dist admits that jax and whose
+Requires-Python admits every Python the row lists."""
 from __future__ import annotations
 
+import email.parser
 import functools
 from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -58,8 +62,8 @@ HEADER = """\
 # inside the plugin's ranges, on the day of the refresh. `license`: SPDX, from jax's wheel
 # METADATA (envgen/refresh/licenses.py); a variant's is its nvidia-* wheels'.
 """
-WHY_ARCH = ("XLA compiles most kernels at run time with this CUDA release's ptxas: the list "
-            "is what it can target")
+WHY_ARCH = "XLA compiles most kernels at run time, for what this CUDA's ptxas targets"
+TOOLKIT = "cuda-toolkit"   # NVIDIA's wheel that pins one CUDA release's components
 # The wheels whose prebuilt GPU code a cudaNN variant also needs: XLA's runtime kernels and
 # jaxlib's own (envgen/refresh/wheel_archs.yaml reads them)
 KERNEL_WHEELS = ("pjrt", "plugin")
@@ -147,11 +151,73 @@ def _pick(run: Run, req: Requirement, known: dict[str, list[str]] | None = None)
                   f"matrix knows satisfies it")
 
 
+def toolkit_pins(run: Run):
+    """A function: CUDA release -> what NVIDIA's cuda-toolkit wheel of that release pins
+    each component to (its `all` extra), canonical name -> specifier; None when the index
+    has no such wheel. Each release's METADATA is read once per refresh."""
+    memo: dict[str, dict[str, SpecifierSet] | None] = {}
+    rels: dict[Version, list[dict]] = {}
+
+    def pins(cuda: str) -> dict[str, SpecifierSet] | None:
+        if cuda not in memo:
+            if not rels:
+                rels.update(releases(run.index.project(TOOLKIT)))
+            wheel = next((f for f in rels.get(Version(cuda), []) if f["pure"]), None)
+            memo[cuda] = None if wheel is None else {
+                canonicalize_name(r.name): r.specifier
+                for r in requirements(run.index.metadata(wheel)[0], "3.12",
+                                      f"{TOOLKIT} {cuda}", frozenset({"all"}))}
+        return memo[cuda]
+    return pins
+
+
+def _component(run: Run, req: Requirement, release: dict[str, SpecifierSet] | None,
+               cuda: str, where: str, notes: list[str]) -> str:
+    """The pin of CUDA component `req` (a range of the plugin's) in variant `where`: the
+    newest wheel inside it and inside what cuda-toolkit `cuda` pins it to; where the two
+    ranges share no wheel, the newest inside the plugin's, and `notes` says so. The newest
+    inside the plugin's range alone (what this reader pinned before it read the toolkit)
+    may be taken back to the toolkit's (run.corrections)."""
+    name = canonicalize_name(req.name)
+    newest = _pick(run, req)
+    if release is None or name not in release:
+        return newest
+    try:
+        pin = newest_matching(run.index, name, req.specifier & release[name])
+    except Refused:
+        notes.append(f"{name} {newest} (the plugin's range)")
+        return newest
+    if pin != newest:
+        run.corrections.add((where, f"packages.{name}", newest))
+    return pin
+
+
+def _beneath(run: Run, packages: dict[str, str], release: dict[str, SpecifierSet],
+             cuda: str, where: str, python: str, notes: list[str]) -> dict[str, str]:
+    """The CUDA components the pinned nvidia-* wheels require in turn (nvcc: the CUDA
+    headers; NVSHMEM: CCCL) that cuda-toolkit `cuda` pins and `packages` does not: each
+    pinned as the toolkit has it, so the closure does not take a newer release's."""
+    out: dict[str, str] = {}
+    todo = sorted(n for n in packages if n.startswith("nvidia-"))
+    while todo:   # and what those require, to the bottom
+        name = todo.pop(0)
+        pin = packages.get(name) or out[name]
+        wheel = next((f for f in releases(run.index.project(name)).get(Version(pin), [])
+                      if f["pure"] or (f["python"] is None and f["linux_x86_64"])), None)
+        for r in requirements(run.index.metadata(wheel)[0], python, f"{name} {pin}") \
+                if wheel else ():
+            dep = canonicalize_name(r.name)
+            if dep in release and dep not in packages and dep not in out:
+                out[dep] = _component(run, r, release, cuda, where, notes)
+                todo.append(dep)
+    return out
+
+
 def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], pythons,
              cudarts: dict[str, list[str]], cuda_doc: dict,
-             kernels: dict[str, dict[str, dict]]) -> dict | str | None:
+             kernels: dict[str, dict[str, dict]], toolkit) -> dict | str | None:
     """The cudaNN variant; a str says why the plugin's build is not served; None: no
-    wheel for the release's Pythons."""
+    wheel for the release's Pythons. `toolkit`: toolkit_pins(run)."""
     best = best_wheels(plugin_files)
     usable = [p for p in pythons if p in best]
     if not usable:
@@ -160,25 +226,35 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
     what = f"jax-cuda{line}-plugin {ver}"
     text, _ = run.index.metadata(wheel)
     reqs = requirements(text, usable[-1], what, frozenset({"with-cuda"}))
-    packages: dict[str, str] = {f"jax-cuda{line}-plugin": str(ver)}
-    runtime = None
-    for r in reqs:
-        name = canonicalize_name(r.name)
-        if name.startswith("nvidia-cuda-runtime"):
-            runtime = packages[name] = _pick(run, r, cudarts)
-        elif name.startswith(("nvidia-cudnn", "nvidia-nccl")):
-            # the newest inside the range that the matrix's libraries rows know
-            packages[name] = _pick(run, r, _libraries(run)[name.split("-")[1]])
-        elif name.startswith(("nvidia-", f"jax-cuda{line}-pjrt")):
-            packages[name] = _pick(run, r)
-    if runtime is None:
+    cudart = next((r for r in reqs
+                   if canonicalize_name(r.name).startswith("nvidia-cuda-runtime")), None)
+    if cudart is None:
         # early plugins (0.4.2x) load CUDA from the system: nothing on PyPI to pin
         return (f"{what}'s with-cuda extra names no nvidia-cuda-runtime wheel: it loads "
                 f"CUDA from the system, which envgen does not install")
+    runtime = _pick(run, cudart, cudarts)
     releases_of = cudarts[runtime]
     cuda = max(releases_of, key=Version)
     if cuda.split(".")[0] != line:
         raise Refused(f"{what}: its CUDA runtime {runtime} is CUDA {cuda}, not CUDA {line}")
+    release = toolkit(cuda)
+    notes: list[str] = []
+    packages: dict[str, str] = {f"jax-cuda{line}-plugin": str(ver)}
+    for r in reqs:
+        name = canonicalize_name(r.name)
+        if r is cudart:
+            packages[name] = runtime
+        elif name.startswith(("nvidia-cudnn", "nvidia-nccl")):
+            # the newest inside the range that the matrix's libraries rows know
+            packages[name] = _pick(run, r, _libraries(run)[name.split("-")[1]])
+        elif name.startswith("nvidia-"):
+            packages[name] = _component(run, r, release, cuda, f"jax {ver} cuda{line}",
+                                             notes)
+        elif name.startswith(f"jax-cuda{line}-pjrt"):
+            packages[name] = _pick(run, r)
+    if release is not None:
+        packages.update(_beneath(run, packages, release, cuda, f"jax {ver} cuda{line}",
+                                 usable[-1], notes))
 
     def find(stem: str) -> str | None:
         hits = [v for k, v in packages.items() if k == stem or k.startswith(stem + "-cu")]
@@ -187,8 +263,15 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
     row = next(r for r in cuda_doc.get("cuda") or [] if str(r["version"]) == cuda)
     whys = [WHY_ARCH]
     if len(releases_of) > 1:
-        whys.insert(0, f"cudart {runtime} ships with CUDA {', '.join(releases_of)}; the "
-                       f"newest is taken")
+        whys.insert(0, f"cudart {runtime} is in CUDA {', '.join(releases_of)}: the newest "
+                       f"taken")
+    if release is None:
+        run.warn(f"{what}: the index has no {TOOLKIT} {cuda} wheel; its CUDA components "
+                 f"are the newest inside the plugin's ranges")
+        whys.append(f"no {TOOLKIT} {cuda} wheel: components are the newest in range")
+    else:
+        whys.append(f"components as {TOOLKIT} {cuda} pins them" + "".join(
+            f", but {n}" for n in notes))
     ccs = [str(c) for c in row.get("compute_capabilities") or []]
     ccs, said = _prebuilt(run, line, packages, ccs, kernels)
     if said:
@@ -197,12 +280,20 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
     floor = _cudnn_floor(run, cudnn)
     if floor and any(Version(c) < Version(floor) for c in ccs):   # its convolutions fail there
         ccs = [c for c in ccs if Version(c) >= Version(floor)]
-        whys.append(f"none below {floor}, which cuDNN {cudnn} does not support")
+        whys.append(f"none below {floor}, cuDNN {cudnn}'s floor")
     return {"name": f"cuda{line}", "cuda": cuda, "cudnn": cudnn,
             "nccl": find("nvidia-nccl"),
             "compute_capabilities": ccs,
             "ptx": None, "sources": ["pypi"], "packages": dict(sorted(packages.items())),
-            "confidence": "inferred", "why": "; ".join(whys)[:400]}
+            "confidence": "inferred", "why": _why(run, what, whys)}
+
+
+def _why(run: Run, what: str, whys: list[str]) -> str:
+    """The variant's why, cut to the schema's 400 characters; the run says where it cut."""
+    text = "; ".join(whys)
+    if len(text) > 400:
+        run.warn(f"{what}: its why is cut to 400 characters ({text[380:440]!r} ...)")
+    return text[:400]
 
 
 def _prebuilt(run: Run, line: str, packages: dict[str, str], ccs: list[str],
@@ -241,31 +332,54 @@ def _prebuilt(run: Run, line: str, packages: dict[str, str], ccs: list[str],
         names = f"{read[0][0]} and -{read[1][0].rsplit('-', 1)[1]} {read[0][1]}"
     else:
         names = " and ".join(f"{p} {v}" for p, v, _ in read)
-    said = f"prebuilt kernels ({names}, read from the wheels): {code}"
+    said = f"prebuilt kernels {names} (read from the wheels): {code}"
     dropped = [c for c in ccs if c not in kept]
     if dropped:
         said += f": none for {', '.join(dropped)}"
     return kept, said
 
 
+def _admits(requires_python: str | None, pythons, what: str, every: bool = True) -> bool:
+    """Whether a Requires-Python (None: none stated) admits every one of `pythons` (with
+    `every` False: any one)."""
+    if not requires_python:
+        return True
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        raise Refused(f"{what}: its Requires-Python {requires_python[:80]!r} is not a "
+                      f"version specifier") from None
+    return (all if every else any)(spec.contains(p) for p in pythons)
+
+
 def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple | None:
-    """The newest release of `project` whose jax requirement admits `jax_version`, and its
-    (license, why)."""
+    """The newest release of `project` whose jax requirement admits `jax_version` and whose
+    Requires-Python admits every one of `pythons` (the row pins one companion for all of
+    them), and its (license, why). Where a newer release admits the jax but only some of
+    those Pythons (what this reader pinned before it asked for all), the refresh may take
+    the pin back to this one (run.corrections)."""
     rels = releases(run.index.project(project))
+    some = None   # the newest that admits the jax on some of the Pythons
     for ver in sorted(rels, reverse=True):
-        files = rels[ver]
-        wheel = next((f for f in files if f["pure"]), None)
-        if wheel is None:
-            continue
-        rp = wheel.get("requires-python")
-        if rp and not any(SpecifierSet(rp).contains(p) for p in pythons):
+        wheel = next((f for f in rels[ver] if f["pure"]), None)
+        if wheel is None or not _admits(wheel.get("requires-python"), pythons,
+                                        wheel["filename"], every=False):
             continue
         text = run.index.metadata(wheel)[0]
         reqs = requirements(text, pythons[-1], f"{project} {ver}")
         jax_req = next((r for r in reqs if canonicalize_name(r.name) == "jax"), None)
-        if jax_req is not None and jax_req.specifier.contains(jax_version, prereleases=True):
+        if jax_req is None or not jax_req.specifier.contains(jax_version, prereleases=True):
+            continue
+        some = some or str(ver)
+        # the index's data-requires-python can be missing where METADATA states it
+        stated = email.parser.Parser().parsestr(text, headersonly=True)["Requires-Python"]
+        if _admits(wheel.get("requires-python"), pythons, wheel["filename"]) and \
+                _admits(stated, pythons, wheel["filename"]):
+            if some != str(ver):
+                run.corrections.add((f"jax {jax_version}", f"companions.{project}", some))
             return str(ver), license_of(text)
-    run.warn(f"{project}: no release admits jax {jax_version}")
+    run.warn(f"{project}: no release admits jax {jax_version} on Python "
+             f"{', '.join(pythons)}")
     return None
 
 
@@ -279,6 +393,7 @@ def derive(run: Run) -> dict:
     from .wheel_archs import load
     kernels = {p: load(p) for p in (f"jax-cuda{line}-{part}" for line in LINES
                                     for part in KERNEL_WHEELS)}
+    toolkit = toolkit_pins(run)
     rows = []
     for ver in sorted(v for v, fs in jax_rels.items()
                       if min((f.get("upload-time") or "") for f in fs)[:10] >= SINCE):
@@ -289,7 +404,8 @@ def derive(run: Run) -> dict:
             continue
         pythons = sorted(lib, key=Version)
         made = {line: _variant(run, ver, line, plugins[line][ver], pythons, cudarts,
-                               cuda_doc, kernels) for line in LINES if ver in plugins[line]}
+                               cuda_doc, kernels, toolkit)
+                for line in LINES if ver in plugins[line]}
         variants = [v for v in made.values() if isinstance(v, dict)]
         refused = {f"cuda{line}": why for line, why in made.items() if isinstance(why, str)}
         if not made:

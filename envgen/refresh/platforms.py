@@ -47,6 +47,16 @@ HEADER = """\
 # code (2.17.0's and 2.21.0's read with wheel_archs, 2026-12-07): the cpu build, installed
 # as `tensorflow` (tensorflow-cpu has no aarch64 wheel).
 PACKAGES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+# whose rows' pins are copied from the framework's own file (jax_rows): they follow it
+MIRRORED = ("jax",)
+# A `tensorflow` wheel's METADATA has the same shape for a CPU build and a GPU one (the
+# nvidia-* wheels only under `and-cuda`), so that an aarch64 wheel is a CPU build is read
+# elsewhere: by hand, not recorded in wheel_archs.yaml (docs/platforms.md)
+TF_CPU_WHY = ("a CPU build: METADATA cannot tell (the nvidia-* wheels are under and-cuda on "
+              "either build); the libraries of 2.16.1, 2.17.0, 2.18.0, 2.19.0, 2.20.0 and "
+              "2.21.0's aarch64 wheels carried no GPU code (read 2026-12-07), and every "
+              "aarch64 wheel is 218 to 282 MB, the size of tensorflow-cpu's x86_64 wheels "
+              "(214 to 274 MB), not the GPU build's (572 to 645 MB)")
 ARM_ENV = {"platform_system": "Linux", "platform_machine": "aarch64", "sys_platform": "linux",
            "os_name": "posix", "platform_python_implementation": "CPython",
            "implementation_name": "cpython", "extra": ""}
@@ -214,6 +224,8 @@ def derive(run: Run) -> dict:
             if pins:
                 entry["packages"] = pins
             entry["source"] = f"pypi:{package}/{wheel['filename']}"
+            if framework == "tensorflow" and entry["variant"] == "cpu":
+                entry.update(confidence="inferred", why=TF_CPU_WHY)
             return entry
         items = sorted(wanted.items(), key=lambda kv: Version(kv[0]))
         with cf.ThreadPoolExecutor(max(1, min(run.jobs, 8))) as pool:
