@@ -167,3 +167,35 @@ def test_tensorflows_arm64_cpu_rows_say_the_cpu_build_is_inferred():
     rows = [r for r in doc["platform_wheels"] if r["package"] == "tensorflow"]
     assert rows and all(r["variant"] == "cpu" for r in rows)
     assert all(r.get("confidence") == "inferred" and "no GPU code" in r["why"] for r in rows)
+
+
+JAX_0_4_37 = "\n".join([
+    "Metadata-Version: 2.1", "Name: jax", "Version: 0.4.37",
+    "Requires-Dist: jaxlib<=0.4.37,>=0.4.36",
+    'Requires-Dist: jaxlib==0.4.36; extra == "cuda12"',
+    'Requires-Dist: jax-cuda12-plugin[with_cuda]<=0.4.37,>=0.4.36; extra == "cuda12"',
+    'Requires-Dist: jaxlib==0.4.35; extra == "ci"', ""])
+
+
+def test_jaxlib_and_the_plugin_are_what_jaxs_metadata_installs():
+    """jax 0.4.37 has no jaxlib 0.4.37: `pip install jax[cuda12]==0.4.37` takes jaxlib and
+    the plugin 0.4.36, and the matrix holds the release (it used to leave it out)."""
+    lib, plugin = jax._extra_pins(JAX_0_4_37, "jax 0.4.37", "12")
+    wheels = {jax.Version(v): [{"linux_x86_64": True, "python": "3.12", "build": ()}]
+              for v in ("0.4.35", "0.4.36", "0.4.38")}
+    assert jax._newest(wheels, lib, jax.Version("0.4.37")) == jax.Version("0.4.36")
+    assert jax._newest(wheels, plugin, jax.Version("0.4.37")) == jax.Version("0.4.36")
+    cpu, none = jax._extra_pins(JAX_0_4_37, "jax 0.4.37", None)
+    assert jax._newest(wheels, cpu, jax.Version("0.4.37")) == jax.Version("0.4.36")
+    assert none is None
+    # an open range never reaches past the release itself; no range at all gives nothing
+    assert jax._newest(wheels, jax.SpecifierSet(">=0.4.14"), jax.Version("0.4.36")) == \
+        jax.Version("0.4.36")
+    assert jax._newest(wheels, None, jax.Version("0.4.36")) is None
+    doc = yaml.safe_load((ROOT / "matrices" / "jax.yaml").read_text())
+    rows = {r["version"]: r for r in doc["framework_releases"]}
+    libs = {(v, x["name"]): x["packages"]["jaxlib"] for v in ("0.4.35", "0.4.37", "0.5.2")
+            for x in rows[v]["variants"]}
+    assert libs == {("0.4.35", "cuda12"): "0.4.34", ("0.4.35", "cpu"): "0.4.35",
+                    ("0.4.37", "cuda12"): "0.4.36", ("0.4.37", "cpu"): "0.4.36",
+                    ("0.5.2", "cuda12"): "0.5.1", ("0.5.2", "cpu"): "0.5.1"}

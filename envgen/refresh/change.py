@@ -159,9 +159,11 @@ def compare_platform_wheels(old: list[dict], new: list[dict],
         copied = k[0] in mirrored
         _fields(where, o, n, skip={"package", "version", "platform", "variant", "confidence",
                                    "why", *(("packages",) if copied else ())}, ch=ch)
-        if copied and o.get("packages") != n.get("packages"):
-            ch.changed.append(f"{where}: packages follow its variant's, "
-                              f"{o.get('packages')} -> {n.get('packages')}")
+        a, b = o.get("packages") or {}, n.get("packages") or {}
+        if copied and a != b:
+            moved = ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in sorted({*a, *b})
+                              if a.get(k) != b.get(k))
+            ch.changed.append(f"{where}: packages follow its variant's: {moved}")
     return ch
 
 

@@ -215,15 +215,18 @@ def _beneath(run: Run, packages: dict[str, str], release: dict[str, SpecifierSet
 
 def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], pythons,
              cudarts: dict[str, list[str]], cuda_doc: dict,
-             kernels: dict[str, dict[str, dict]], toolkit) -> dict | str | None:
-    """The cudaNN variant; a str says why the plugin's build is not served; None: no
-    wheel for the release's Pythons. `toolkit`: toolkit_pins(run)."""
+             kernels: dict[str, dict[str, dict]], toolkit,
+             plugin: Version | None = None) -> dict | str | None:
+    """The cudaNN variant of jax `ver`, whose plugin is `plugin` (default: `ver`); a str
+    says why the plugin's build is not served; None: no wheel for the release's Pythons.
+    `toolkit`: toolkit_pins(run)."""
+    plugin = plugin or ver
     best = best_wheels(plugin_files)
     usable = [p for p in pythons if p in best]
     if not usable:
         return None
     wheel = best[usable[-1]]
-    what = f"jax-cuda{line}-plugin {ver}"
+    what = f"jax-cuda{line}-plugin {plugin}"
     text, _ = run.index.metadata(wheel)
     reqs = requirements(text, usable[-1], what, frozenset({"with-cuda"}))
     cudart = next((r for r in reqs
@@ -239,7 +242,7 @@ def _variant(run: Run, ver: Version, line: str, plugin_files: list[dict], python
         raise Refused(f"{what}: its CUDA runtime {runtime} is CUDA {cuda}, not CUDA {line}")
     release = toolkit(cuda)
     notes: list[str] = []
-    packages: dict[str, str] = {f"jax-cuda{line}-plugin": str(ver)}
+    packages: dict[str, str] = {f"jax-cuda{line}-plugin": str(plugin)}
     for r in reqs:
         name = canonicalize_name(r.name)
         if r is cudart:
@@ -383,6 +386,32 @@ def _companion(run: Run, project: str, jax_version: Version, pythons) -> tuple |
     return None
 
 
+def _newest(rels: dict[Version, list[dict]], spec: SpecifierSet | None,
+            ceiling: Version) -> Version | None:
+    """The newest release in `rels` inside `spec`, no newer than `ceiling` (the jax
+    release: an open range such as `jaxlib>=0.4.14` would take today's), with a Linux
+    x86_64 CPython wheel; None without a range."""
+    if spec is None:
+        return None
+    return next((v for v in sorted(rels, reverse=True) if v <= ceiling
+                 and spec.contains(v, prereleases=True) and best_wheels(rels[v])), None)
+
+
+def _extra_pins(text: str, what: str,
+                line: str | None) -> tuple[SpecifierSet | None, SpecifierSet | None]:
+    """What jax's METADATA lets `jax[cpu]` (line None) or `jax[cudaNN]` install: the jaxlib
+    range (every jaxlib requirement that applies, together; None where none does), and the
+    plugin's (None where the extra names none: before the plugins reached PyPI)."""
+    reqs = requirements(text, "3.12", what, frozenset({f"cuda{line}" if line else "cpu"}))
+    libs = [r.specifier for r in reqs if canonicalize_name(r.name) == "jaxlib"]
+    lib = None
+    for spec in libs:
+        lib = spec if lib is None else lib & spec
+    plugin = next((r.specifier for r in reqs
+                   if line and canonicalize_name(r.name) == f"jax-cuda{line}-plugin"), None)
+    return lib, plugin
+
+
 def derive(run: Run) -> dict:
     cuda_doc, cudarts = matrix_cuda(run, "jax")
     jax_rels = releases(run.index.project("jax"), FIRST)
@@ -398,14 +427,32 @@ def derive(run: Run) -> dict:
     for ver in sorted(v for v, fs in jax_rels.items()
                       if min((f.get("upload-time") or "") for f in fs)[:10] >= SINCE):
         what = f"jax {ver}"
-        lib = best_wheels(jaxlib.get(ver, []))
+        pure = next((f for f in jax_rels[ver] if f["pure"]), None)
+        text = run.index.metadata(pure)[0] if pure else ""
+        # jaxlib as jax's METADATA states it (jax 0.4.37 and 0.5.2 have none of their own
+        # version: they install 0.4.36 and 0.5.1), else the release's own
+        lib_ver = (_newest(jaxlib, _extra_pins(text, what, None)[0], ver) if text else None) \
+            or ver
+        lib = best_wheels(jaxlib.get(lib_ver, []))
         if not lib:
             run.warn(f"{what} left out: jaxlib {ver} has no Linux x86_64 CPython wheel")
             continue
         pythons = sorted(lib, key=Version)
-        made = {line: _variant(run, ver, line, plugins[line][ver], pythons, cudarts,
-                               cuda_doc, kernels, toolkit)
-                for line in LINES if ver in plugins[line]}
+        made, libs = {}, {}
+        for line in LINES:
+            lib_spec, plugin_spec = _extra_pins(text, what, line) if text else (None, None)
+            plugin = _newest(plugins[line], plugin_spec, ver) or (
+                ver if ver in plugins[line] else None)
+            if plugin is None:
+                continue
+            libs[line] = _newest(jaxlib, lib_spec, ver) or lib_ver
+            for name, pin in ((f"jax-cuda{line}-plugin", plugin), ("jaxlib", libs[line])):
+                if pin < ver:   # METADATA's pin corrects the release's own version,
+                    # which this reader pinned before it read them
+                    run.corrections.add((f"{what} cuda{line}", f"packages.{name}", str(ver)))
+            made[line] = _variant(run, ver, line, plugins[line][plugin],
+                                  [p for p in pythons if p in best_wheels(jaxlib[libs[line]])],
+                                  cudarts, cuda_doc, kernels, toolkit, plugin)
         variants = [v for v in made.values() if isinstance(v, dict)]
         refused = {f"cuda{line}": why for line, why in made.items() if isinstance(why, str)}
         if not made:
@@ -414,16 +461,15 @@ def derive(run: Run) -> dict:
                          "compute_capabilities": [], "ptx": None, "sources": ["pypi"],
                          "packages": {}})
         for v in variants:
-            v["packages"] = {"jaxlib": str(ver), **v["packages"]}
+            v["packages"] = {"jaxlib": str(libs.get(v["name"].removeprefix("cuda"), lib_ver)),
+                             **v["packages"]}
         found = {p: c for p in ("flax", "optax") if (c := _companion(run, p, ver, pythons))}
         companions = {p: v for p, (v, _) in found.items()}
         licenses = {p: lic for p, (_, (lic, _)) in found.items() if lic}
         for p, (v, (lic, why)) in found.items():
             if lic is None:
                 run.warn(f"{p} {v}: no companion license written ({why})")
-        pure = next((f for f in jax_rels[ver] if f["pure"]), None)
-        license, why = license_of(run.index.metadata(pure)[0]) if pure else (
-            None, "no py3-none-any wheel")
+        license, why = license_of(text) if pure else (None, "no py3-none-any wheel")
         if license is None:
             run.warn(f"{what}: no license written ({why})")
         uploaded = min((f.get("upload-time") or "") for f in jax_rels[ver])
