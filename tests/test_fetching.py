@@ -150,17 +150,20 @@ def test_an_index_page_over_its_size_is_said_not_cut(monkeypatch):
                 closure._read_by(r, 4096, 60)
 
 
-def test_a_wheel_download_that_drips_is_refused_in_one_sentence(tmp_path, monkeypatch):
+def test_a_wheel_download_that_drips_is_the_servers_fault_in_one_sentence(tmp_path,
+                                                                          monkeypatch):
+    """A server too slow to answer is exit 3, as urlref says it; not a refused file (1)."""
     from envgen.refresh import wheel_archs
-    from envgen.refresh.pypi import Index, Refused
+    from envgen.refresh.pypi import Index
     monkeypatch.setattr(wheel_archs, "WHEEL_S", 1)
     with _Server(b"x" * (40 << 16), delay=0.2) as s:
         index = Index(s.url + "/simple", cache=tmp_path / "c")
         f = {"filename": "t-1.0-py3-none-any.whl", "url": f"{s.url}/t.whl",
              "hashes": {"sha256": "0" * 64}}
-        with pytest.raises(Refused, match=r"t-1.0-py3-none-any.whl: the download took more "
-                                          r"than 1 s"):
+        with pytest.raises(EnvironmentMissing, match=r"^t-1.0-py3-none-any.whl: the download "
+                                                     r"took more than 1 s$") as e:
             wheel_archs.download(index, f, tmp_path / "t.whl")
+    assert e.value.exit_code == 3
 
 
 def test_the_index_reader_asks_again_when_an_answer_is_cut_short(tmp_path, monkeypatch):

@@ -75,7 +75,19 @@ def _url(what: str, pattern: str | None = None):
         if has_login(value):   # before the pattern: its message would show the login
             raise InputError(refusal(name, value))
         fits(name, value)
+        if value.startswith("http"):
+            _port(name, value)
     return check
+
+
+def _port(name: str, value: str) -> None:
+    import urllib.parse
+    try:
+        urllib.parse.urlsplit(value).port   # the pattern lets http://host:abc through
+    except ValueError as e:
+        why = str(e)[:1].lower() + str(e)[1:80]
+        raise InputError(f"{name}={shown(value)} is not a URL envgen can ask ({why})") \
+            from None
 
 
 _URL = r"https?://[A-Za-z0-9._~:/?#@!*+,;=%\[\]-]{1,2000}"

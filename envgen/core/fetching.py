@@ -28,12 +28,37 @@ class _KeepScheme(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
+class NotHttp(urllib.error.URLError):
+    """A server that answered something other than HTTP (an SSH banner, a status line of
+    70 KB), or a URL that cannot be asked at all (a port that is no number): urllib raises
+    these as http.client.HTTPException or ValueError, which callers that treat an index
+    that does not answer (OSError) would let through as a bug."""
+
+    def __str__(self):
+        return str(self.reason)
+
+
 _OPENER = urllib.request.build_opener(_KeepScheme)
 
 
-def urlopen(req, timeout: float):
-    """urllib.request.urlopen with the redirect rule above."""
-    return _OPENER.open(req, timeout=timeout)
+def urlopen(req, timeout: float, opener=None):
+    """urllib.request.urlopen with the redirect rule above (or `opener`'s own), its
+    non-OSError failures made NotHttp."""
+    url = req if isinstance(req, str) else getattr(req, "full_url", "")
+    try:
+        return (opener or _OPENER).open(req, timeout=timeout)
+    except OSError:
+        raise
+    except (http.client.InvalidURL, ValueError) as e:
+        raise NotHttp(f"{str(url)[:100]} is not a URL envgen can ask ({_said(e)})") from None
+    except http.client.HTTPException as e:
+        raise NotHttp(f"{str(url)[:100]} did not answer in HTTP "
+                      f"({type(e).__name__}: {_said(e)})") from None
+
+
+def _said(e: Exception) -> str:
+    """`e`'s text as one printable line: a server's garbage is shown, never printed raw."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())[:80]
 
 
 class StreamLimit(OSError):

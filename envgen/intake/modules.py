@@ -40,7 +40,10 @@ class _Ranged(io.RawIOBase):
         from ..core import fetching
         req = urllib.request.Request(self.url, method="HEAD", headers={"User-Agent": "envgen"})
         with fetching.urlopen(req, timeout=30) as r:
-            return int(r.headers["Content-Length"])
+            length = r.headers.get("Content-Length") or ""
+        if not (length.isascii() and length.isdigit()):
+            raise OSError(f"{self.url[:100]} states no length, so it cannot be read by range")
+        return int(length)
 
     def seekable(self):
         return True
@@ -165,14 +168,18 @@ def _modules_of_file(path, sha256: str | None, name: str | None = None) -> list[
     """A wheel's or source archive's top-level modules, from the file on this machine,
     checked against its sha256 first."""
     import hashlib
-    from pathlib import Path
-    data = Path(path).read_bytes()
-    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
-        raise OSError(f"{path} changed since it was pinned (its sha256 differs)")
-    if str(path).endswith(".whl"):
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            return _wheel_modules(z)
-    return modules_of_archive(data, str(path).endswith(".zip"), name)
+    with open(path, "rb") as f:   # read as it streams: a CUDA wheel is gigabytes
+        digest = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        if sha256 and digest.hexdigest() != sha256:
+            raise OSError(f"{path} changed since it was pinned (its sha256 differs)")
+        f.seek(0)
+        if str(path).endswith(".whl"):
+            with zipfile.ZipFile(f) as z:
+                _count(len(z.infolist()))
+                return _wheel_modules(z)
+        return modules_of_archive(f, str(path).endswith(".zip"), name)
 
 
 def _cache_file(pin):
@@ -208,6 +215,25 @@ def _remember(pin, found) -> None:
 
 
 MAX_SDIST = 32 * 1024 * 1024
+# an archive's members, as refresh/pypi.py's MAX_MEMBERS (intake may not import refresh):
+# 73 KiB of .tar.xz holds a million, and each listed costs memory
+MAX_MEMBERS = 50_000
+
+
+def _count(n: int) -> None:
+    if n > MAX_MEMBERS:
+        raise ValueError(f"the archive has more than {MAX_MEMBERS} members, more than a "
+                         f"package envgen reads")
+
+
+def _tar_members(tar) -> list:
+    """The members of `tar`, read one by one and refused past MAX_MEMBERS (getnames() reads
+    them all first)."""
+    listed = []
+    for m in tar:
+        listed.append(m)
+        _count(len(listed))
+    return listed
 
 
 def modules_of_sdist(url: str, sha256: str | None, name: str | None = None) -> list[str]:
@@ -229,24 +255,30 @@ def modules_of_sdist(url: str, sha256: str | None, name: str | None = None) -> l
     return modules_of_archive(data, url.split("?")[0].endswith(".zip"), name)
 
 
-def modules_of_archive(data: bytes, is_zip: bool, name: str | None = None) -> list[str]:
-    """The top-level modules of an sdist or source archive, from its bytes. When none lies
-    at its root or under src/ (crcmod 1.7 keeps python2/crcmod/ and python3/crcmod/, its
-    setup.py choosing one), a package or module named as the distribution `name` is
-    looked for one or two folders deeper: found, it is read, not guessed."""
+def modules_of_archive(data, is_zip: bool, name: str | None = None) -> list[str]:
+    """The top-level modules of an sdist or source archive, from its bytes (or an open
+    file of it). When none lies at its root or under src/ (crcmod 1.7 keeps python2/crcmod/
+    and python3/crcmod/, its setup.py choosing one), a package or module named as the
+    distribution `name` is looked for one or two folders deeper: found, it is read, not
+    guessed. More than MAX_MEMBERS members is a ValueError."""
     import tarfile
+    src = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
     if is_zip:
-        z = zipfile.ZipFile(io.BytesIO(data))
+        z = zipfile.ZipFile(src)
         names = z.namelist()
+        _count(len(names))
 
         def read(n):   # over 1 MiB (a bomb): read as empty
             return z.read(n) if z.getinfo(n).file_size <= TOP_LEVEL_MAX else b""
     else:
-        tar = tarfile.open(fileobj=io.BytesIO(data))
-        names = tar.getnames()
+        tar = tarfile.open(fileobj=src)
+        members = {}
+        for m in _tar_members(tar):
+            members[m.name] = m   # the last of a name, as getmember() takes it
+        names = list(members)
 
         def read(n):   # a link or folder reads empty: its target is not followed
-            m = tar.getmember(n)
+            m = members[n]
             f = tar.extractfile(m) if m.isfile() and m.size <= TOP_LEVEL_MAX else None
             return f.read() if f else b""
     top = next((n for n in names if n.endswith(".egg-info/top_level.txt")), None)

@@ -64,8 +64,8 @@ def _section(buf, name: str) -> tuple[int, int] | None:
 
 
 def scan(buf, start: int = 0, end: int | None = None) -> list[frozenset]:
-    """The {(kind, sm)} set of each fatbin in buf[start:end] (the 8-byte-aligned padding
-    between fatbins is skipped)."""
+    """The {(kind, sm)} set of each fatbin in buf[start:end] (each starts 8-byte aligned
+    from the section's start; the padding before it is skipped)."""
     end = len(buf) if end is None else end
     out: list[frozenset] = []
     pos = start
@@ -89,7 +89,7 @@ def scan(buf, start: int = 0, end: int | None = None) -> list[frozenset]:
             kinds.add((kind, sm))
             e += ehsize + psize
         out.append(frozenset(kinds))
-        pos = stop
+        pos = start + (stop - start + 7) // 8 * 8   # a fatbin of 83 bytes: the next at 88
     return out
 
 

@@ -141,7 +141,7 @@ class Index:
             try:
                 with self._lock:
                     self.requests += 1
-                with self._opener.open(req, timeout=TIMEOUT) as r:
+                with fetching.urlopen(req, TIMEOUT, self._opener) as r:
                     if expect is not None and r.status != expect:
                         raise Refused(f"{req.full_url}: the server ignored the Range header "
                                       f"(HTTP {r.status}); envgen does not download whole "
@@ -151,7 +151,10 @@ class Index:
                     except fetching.StreamLimit as e:
                         if e.kind == "short":   # the connection dropped: asked again
                             raise ConnectionError(f"the answer {e}") from None
-                        raise Refused(f"{req.full_url}: the answer {e}") from None
+                        if e.kind == "size":   # what it says is not what an index says
+                            raise Refused(f"{req.full_url}: the answer {e}") from None
+                        # too slow, or not HTTP: the server's fault (exit 3), as urlref says
+                        raise EnvironmentMissing(f"{req.full_url}: the answer {e}") from None
                     return r.status, body
             except urllib.error.HTTPError as e:
                 if e.code == 404:
@@ -168,11 +171,12 @@ class Index:
         raise AssertionError("unreachable")
 
     def get(self, url: str, accept: str | None = None, ttl: float | None = None,
-            limit: int = MAX_PAGE) -> bytes | None:
-        """GET through the cache; None for a 404 (remembered too)."""
+            limit: int = MAX_PAGE, keep: bool = True) -> bytes | None:
+        """GET through the cache; None for a 404 (remembered too). With `keep` False the
+        cache is neither read nor written: the caller keeps what it checked."""
         key = url + "\n" + (accept or "")
         path = self._cache_path(key)
-        if path.is_file() and not (self.refresh and ttl is not None):
+        if keep and path.is_file() and not (self.refresh and ttl is not None):
             if ttl is None or time.time() - path.stat().st_mtime < ttl:
                 data = path.read_bytes()
                 return None if data == b"\0404" else data
@@ -180,7 +184,8 @@ class Index:
         status, data = self._open(urllib.request.Request(url, headers=headers), limit)
         if status == 404:
             data = b"\0404"
-        self._store(path, data)
+        if keep:
+            self._store(path, data)
         return None if status == 404 else data
 
     def _store(self, path: Path, data: bytes) -> None:
@@ -253,14 +258,15 @@ class Index:
 
     def sdist_metadata(self, f: dict) -> str:
         """PKG-INFO of the sdist file entry `f`: the whole archive is read (a tar.gz has no
-        index to range-read), checked against the index's sha256, and only PKG-INFO kept."""
+        index to range-read), checked against the index's sha256, and only PKG-INFO kept
+        (a wrong answer is not kept: the next run asks again)."""
         path = self._cache_path("sdist-pkg-info-2:" + f["url"])
         if path.is_file():
             return path.read_text("utf-8")
         want = (f.get("hashes") or {}).get("sha256")
         if not isinstance(want, str) or len(want) != 64:
             raise Refused(f"{f['filename']}: the index gives no sha256 for it")
-        data = self.get(f["url"], limit=MAX_SDIST)
+        data = self.get(f["url"], limit=MAX_SDIST, keep=False)   # checked before it is kept
         if data is None or hashlib.sha256(data).hexdigest() != want:
             raise Refused(f"{f['filename']}: the file does not match the index's sha256")
         text = pkg_info(data, f["filename"])

@@ -30,6 +30,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from ..core import fetching
+from ..core.archives import ARCHIVE_ERRORS
 from ..core.errors import EnvgenError, EnvironmentMissing, InputError, MatrixError
 from .fatbin import FatbinError, library_archs
 from .pypi import PYPI, UA, Index, Refused, Run, _allowed
@@ -150,13 +151,13 @@ def download(index: Index, f: dict, dest: Path) -> None:
     req = urllib.request.Request(url, headers={"User-Agent": UA})
     digest = hashlib.sha256()
     try:
-        with index._opener.open(req, timeout=60) as r, open(dest, "wb") as out:
+        with fetching.urlopen(req, 60, index._opener) as r, open(dest, "wb") as out:
             for chunk in fetching.chunks(r, MAX_WHEEL, WHEEL_S, 1 << 20):
                 digest.update(chunk)
                 out.write(chunk)
     except fetching.StreamLimit as e:
         said = f"{f['filename']}: the download {e}"
-        if e.kind == "short":   # the connection dropped: the network's fault, not the file's
+        if e.kind != "size":   # cut short, too slow, not HTTP: the server's fault
             raise EnvironmentMissing(said) from None
         raise Refused(said) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
@@ -195,8 +196,8 @@ def read_wheel(path: Path, filename: str, scratch: Path,
                     lib.unlink(missing_ok=True)
                 if archs["build"] and (best is None or archs["fatbins"] > best["fatbins"]):
                     best = {"library": info.filename, **archs}
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise Refused(f"{filename}: not a readable wheel ({e})") from None
+    except ARCHIVE_ERRORS as e:   # a damaged deflate stream, an unknown method, encryption
+        raise Refused(f"{filename}: not a readable wheel ({str(e)[:100]})") from None
     if best is None:
         raise Refused(f"{filename}: no shared library in it has GPU code")
     return best
