@@ -169,14 +169,8 @@ def cmd_render(args) -> int:
               f"{args.output}: " + ", ".join(str(f.relative_to(out)) for f in files))
         hashed = sum(1 for p in closure.pins if p.sha256)
         print(f"  closure: {len(closure.pins)} distributions, {hashed} hash-pinned ({origin})")
-        build = "DOCKER_BUILDKIT=1 docker build" + (
-            f" --platform {st.platform}" if st.platform != "linux/amd64" else "")
-        import shlex  # a line to paste: the folder quoted as the shell reads it
-        if st.base.kind == "local":
-            print(f"  build it: sh {shlex.quote(f'{out}/base/build-base.sh')} && {build} "
-                  f"{shlex.quote(str(out))}")
-        else:
-            print(f"  build it: {build} {shlex.quote(str(out))}")
+        from .render.build_hint import build_command  # a line to paste, as the shell reads it
+        print(f"  build it: {build_command(st, out)}")
     return 0
 
 

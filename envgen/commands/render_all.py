@@ -4,7 +4,11 @@ process (the matrix loaded and the templates compiled once). Each stack is rende
 reported with its name and the others are rendered all the same. The exit code is the
 largest of the failed stacks' (docs/contract.md), 0 when every stack rendered.
 With --no-resolve a stack without a stored closure is one of those failures instead of a
-resolver run (uv, and the network) in the middle of the loop."""
+resolver run (uv, and the network) in the middle of the loop.
+For a platform other than linux/amd64 (--platform, or a Grace GPU's) the stacks are those
+that platform offers, as `envgen matrix list --platform P` shows them (each named and
+written under its own name, pytorch-cpu-arm64); the others are left out, each with why,
+and are no failure."""
 from __future__ import annotations
 
 import re
@@ -13,7 +17,7 @@ import time
 from pathlib import Path
 
 from ..core.errors import EnvgenError, InputError, shown
-from ._common import load_matrix_for, out_json, progress_for, resolve_for
+from ._common import host_for, load_matrix_for, out_json, progress_for, resolve_for
 
 # A stack's folder under DIR: its name, which the matrix's schema already limits; checked
 # again here because a --matrix file is input, and a name must not climb out of DIR.
@@ -28,13 +32,39 @@ def render_stack(args, matrix, name: str, out: Path) -> dict:
         raise InputError(f"the matrix names a stack {shown(name)} that is not usable as a "
                          f"folder name")
     st = resolve_for(args, matrix, name)
+    if not FOLDER.fullmatch(st.stack) or ".." in st.stack:
+        raise InputError(f"the stack {shown(st.stack)} is not usable as a folder name")
     closure, origin = closure_for(st, resolve=not args.no_resolve,
                                   progress=progress_for(args))
-    files = write_context(st, closure, out / name)
-    return {"stack": name, "framework": st.framework_package, "version": st.version,
-            "path": str(out / name),
+    files = write_context(st, closure, out / st.stack)   # its own name: pytorch-cpu-arm64
+    return {"stack": st.stack, "framework": st.framework_package, "version": st.version,
+            "path": str(out / st.stack),
             "closure": {"key": closure.key, "from": origin, "packages": len(closure.pins)},
             "files": [str(f) for f in files]}
+
+
+def offered(matrix, platform: str | None) -> tuple[list[str], list[dict]]:
+    """The matrix's stacks that `platform` offers (all of them for linux/amd64), and those
+    it does not, as {stack, why}: a stack that does not resolve there on any host, as
+    `envgen matrix list --platform P` shows it."""
+    from ..core.errors import Unsatisfiable
+    from ..core.model import DEFAULT_PLATFORM, platform_suffix
+    from ..resolve.spec import parse_spec
+    from ..resolve.stack import Host, resolve
+    names = matrix.stack_names()
+    if platform in (None, DEFAULT_PLATFORM):
+        return names, []
+    there, left_out = [], []
+    for name in names:
+        try:
+            resolve(matrix, parse_spec(name, matrix), Host(platform=platform))
+        except Unsatisfiable as e:
+            left_out.append({"stack": name + platform_suffix(platform), "why": e.message})
+            continue
+        except EnvgenError:
+            pass   # not the platform's doing: rendering it says what, as a failure
+        there.append(name)
+    return there, left_out
 
 
 def run(args) -> int:
@@ -45,8 +75,10 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out}: exists and is not a folder")
     m = load_matrix_for(args)
+    platform = host_for(args, m).platform
+    names, left_out = offered(m, platform)
     rendered, failed = [], []
-    for name in m.stack_names():
+    for name in names:
         try:
             rendered.append(render_stack(args, m, name, out))
         except EnvgenError as e:
@@ -54,8 +86,9 @@ def run(args) -> int:
     seconds = round(time.monotonic() - started, 3)
     code = max((f["exit_code"] for f in failed), default=0)
     if args.json:
+        # left_out: only where a platform leaves stacks out ({stack, why} each)
         out_json({"output": str(out), "rendered": rendered, "failed": failed,
-                  "seconds": seconds})
+                  **({"left_out": left_out} if left_out else {}), "seconds": seconds})
         return code
     for r in rendered:
         print(f"  {r['stack']:22} {r['framework']} {r['version']}: {len(r['files'])} files "
@@ -64,7 +97,10 @@ def run(args) -> int:
         where = f"{f['file']}:{f['line']}: " if f["file"] and f["line"] else \
             f"{f['file']}: " if f["file"] else ""
         print(f"envgen: error: {f['stack']}: {where}{f['message']}", file=sys.stderr)
-    print(f"rendered {len(rendered)} of {len(rendered) + len(failed)} stacks into {out}/STACK "
+    print(f"rendered {len(rendered)} of {len(rendered) + len(failed)} stacks"
+          + (f" {platform} offers" if left_out else "") + f" into {out}/STACK "
           f"in {seconds} s" + (f"; {len(failed)} failed: " + ", ".join(
-              f["stack"] for f in failed) if failed else ""))
+              f["stack"] for f in failed) if failed else "")
+          + (f"; left out {len(left_out)} that {platform} does not offer (`envgen matrix "
+             f"list --platform {platform}` says why each)" if left_out else ""))
     return code

@@ -274,6 +274,30 @@ def _requires_check(m: Matrix, r, problems: list) -> None:
         _problem(problems, r, f"{where}: no variants")
 
 
+def _platform_wheels_check(m: Matrix, problems: list) -> None:
+    """A platform wheel row is on a platform the matrix lists, of a framework's package,
+    and (of a release the matrix holds) one of that release's variants."""
+    platforms = {p.name for p in m.platforms}
+    for w in m.platform_wheels:
+        where = f"platform wheel {w.package} {w.version} {w.platform}"
+        if platforms and w.platform not in platforms:
+            _problem(problems, w, f"{where}: {w.platform} is not one of the platforms "
+                                  f"({', '.join(sorted(platforms))})")
+        fws = [f for f in m.frameworks if f.package == w.package and not f.builds_on]
+        if not fws:
+            _problem(problems, w, f"{where}: {w.package} is not the package of a framework "
+                                  f"with stacks of its own in the matrix")
+            continue
+        rel = next((r for f in fws for r in m.releases
+                    if r.framework == f.name and r.version == w.version), None)
+        # a row of a release the matrix does not hold is never read (a matrix cut down
+        # with --matrix keeps its platforms.yaml whole): only a variant is checked
+        if rel is not None and w.variant not in {v.name for v in rel.variants}:
+            _problem(problems, w, f"{where}: variant {w.variant} is not one of "
+                                  f"{w.package} {w.version}'s variants "
+                                  f"({', '.join(v.name for v in rel.variants)})")
+
+
 def _cross_check(m: Matrix, problems: list) -> None:
     """References between sections, and values the schema cannot judge."""
     _unique(problems, m.drivers, lambda d: d.branch, "driver branch")
@@ -395,6 +419,7 @@ def _cross_check(m: Matrix, problems: list) -> None:
                         _problem(problems, r, f"{where}: {lib_name} {ver} supports compute "
                                               f"capability {floor} and newer, not "
                                               f"{', '.join(older)}")
+    _platform_wheels_check(m, problems)
     for b in m.bases:
         for pkg, ver in b.provides:
             rel = next((r for r in m.releases if m.framework(r.framework).package == pkg

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from packaging.specifiers import SpecifierSet
 
 from ..core.errors import InputError, Unsatisfiable
-from ..core.model import FrameworkRelease, Stack, join_licenses, platform_suffix
+from ..core.model import DEFAULT_PLATFORM, FrameworkRelease, Stack, join_licenses, platform_suffix
 from ..matrix import Matrix
 from .spec import Spec
 
@@ -336,20 +336,36 @@ def _hints(m, spec: Spec, host, resolve_base) -> list[str]:
     tries = [replace(spec, also=tuple(a for a in spec.also if a[0] != fw.builds_on)),
              replace(spec, variant=None), replace(spec, python=None),
              replace(spec, specifier=SpecifierSet())]
+    if spec.variant != "cpu" and (host.driver or host.gpu is not None or host.cc):
+        # the CPU build, for someone who wants it: no driver to run, no GPU to serve
+        tries.append(replace(spec, variant="cpu"))
     out = []
     for s in tries:
         if s == spec:
             continue
+        on = replace(host, python=None) if not s.python else host
+        if s.variant == "cpu":
+            on = replace(on, driver=None)
         try:
-            st = resolve_over(m, s, replace(host, python=None) if not s.python else host,
-                              resolve_base)
+            st = _quietly(lambda s_, h_: resolve_over(m, s_, h_, resolve_base), s, on)
         except (Unsatisfiable, InputError):
             continue
         text = (f"{fw.package}=={st.version},{st.builds_on_package}=="
-                f"{dict(st.packages)[st.builds_on_package].split('+')[0]},variant={st.variant}")
+                f"{_base_version(st)},variant={st.variant}")
+        if st.platform != DEFAULT_PLATFORM:
+            text += f",platform={st.platform}"
         if text not in out:
             out.append(text)
     return out[:3]
+
+
+def _base_version(st: Stack) -> str:
+    """The release of the base framework a stack over it pins: its own distribution's pin,
+    or its variant's (tensorflow-cpu for TensorFlow's cpu build)."""
+    pins = dict(st.packages)
+    name = st.builds_on_package
+    pin = pins.get(name) or next(v for n, v in pins.items() if n.startswith(name + "-"))
+    return pin.split("+")[0]
 
 
 def _over(m, spec, fw, base, st: Stack, chosen, needs) -> Stack:

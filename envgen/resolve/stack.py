@@ -171,6 +171,22 @@ def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
             record_replace(v, packages=w.packages, sources=("pypi",), package=""))
 
 
+def _gpu_named(host: Host) -> bool:
+    """Whether the user named the GPU the image is for (--gpu or --cc)."""
+    return host.gpu is not None or host.cc is not None
+
+
+def _gpu_unused(fw, r: FrameworkRelease, host: Host) -> str:
+    """Why the cpu build of a release with no GPU build is not the answer for a named GPU."""
+    gpu = f"the {host.gpu.name}" if host.gpu is not None else \
+        f"a GPU of compute capability {host.cc}"
+    refused = dict(r.refused_variants)
+    why = next((refused[n] for n in sorted(refused) if n != "cpu"), "")
+    return (f"the matrix holds no GPU build of {fw.package} {r.version}"
+            + (f" ({why})" if why else "")
+            + f", and its cpu build would leave {gpu} unused; name variant=cpu to take it")
+
+
 @dataclass
 class _Candidate:
     release: FrameworkRelease
@@ -225,6 +241,12 @@ def _choose_base(m: Matrix, spec: Spec, r: FrameworkRelease, host: Host, package
         return b, f"base {b.name} was asked for"
     pool = [b for b in m.bases if b.kind != "framework" and b.python in r.pythons
             and (python is None or b.python == python) and not r.python_short(b)]
+    if host.platform not in (None, DEFAULT_PLATFORM):
+        pool = [b for b in pool if b.kind == "local"]   # the others are amd64 images
+        made = sorted({b.python for b in m.bases if b.kind == "local"}, key=V)
+        if python and python not in made:
+            return None, f"no base is made for {host.platform} with Python {python} (its " \
+                         f"local Debian bases have Python {', '.join(made)})"
     if needs_compat:
         pool = [b for b in pool if b.cuda_compat and b.cuda and V(b.cuda) >= V(needs_compat)]
         if not pool:
@@ -299,6 +321,9 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     if not releases:
         raise no_release(m, fw, spec)
     rejected: list[tuple[FrameworkRelease, Variant, str]] = []
+    # variants the platform's wheel is not (its release is another build there): the
+    # refusal names these only when no variant got further
+    off_platform: list[tuple[FrameworkRelease, Variant, str]] = []
     found: list[tuple[_Candidate, BaseImage, str | None]] = []
     # every matching release is built for the CPU alone (TensorFlow before its and-cuda
     # extra): that build is the one asked for
@@ -306,8 +331,8 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
     # or, on another platform, PyPI serves none of them there as a GPU build (TensorFlow's
     # aarch64 wheels): for a host that named no GPU, that cpu build is the one there is
     platform_cpu = False
-    if host.platform != DEFAULT_PLATFORM and not cpu_only and host.gpu is None \
-            and host.cc is None and not spec.variant:
+    if host.platform != DEFAULT_PLATFORM and not cpu_only and not _gpu_named(host) \
+            and not spec.variant:
         platform_cpu = cpu_only = not any(
             w.variant != "cpu" for r in releases
             for w in _platform_wheels(m, fw.package, r.version, host.platform))
@@ -317,10 +342,15 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
                 continue
             if not spec.variant and v.name == "cpu" and not cpu_only:
                 continue
+            if not spec.variant and v.name == "cpu" and _gpu_named(host):
+                # a GPU was named: a CPU-only image would leave it unused without a word
+                rejected.append((r, v, _gpu_unused(fw, r, host)))
+                continue
             if host.platform != DEFAULT_PLATFORM:
                 there = _on_platform(m, fw, r, v, host)
                 if isinstance(there, str):
-                    rejected.append((r, v, there))
+                    served = _platform_row(m, fw.package, r.version, host.platform, v.name)
+                    (rejected if served else off_platform).append((r, v, there))
                     continue
                 r, v = there
             src = _sources_for(m, r, v, host.sources)
@@ -357,7 +387,7 @@ def resolve(m: Matrix, spec: Spec, host: Host = Host()) -> Stack:
             cand.reasons.append(base_why)
             found.append((cand, base, how))
     if not found:
-        raise _unsatisfiable(m, spec, host, rejected)
+        raise _unsatisfiable(m, spec, host, rejected or off_platform)
     # Preference, most important first: PyPI before an index (sources=auto), the newest
     # release, native before minor-version before forward compatibility, the newest CUDA.
     found.sort(key=lambda f: V(f[0].variant.cuda or "0"), reverse=True)
@@ -453,13 +483,17 @@ def _unsatisfiable(m, spec, host, rejected) -> Unsatisfiable:
     fw = m.framework(spec.framework)
     if not rejected:
         names = sorted({v.name for r in m.releases_of(fw.name) for v in r.variants})
+        suffix = platform_suffix(host.platform or DEFAULT_PLATFORM)
+        if suffix:   # the variants the platform has, under its names (jax-cuda13-arm64)
+            names = sorted({w.variant for w in m.platform_wheels if w.package == fw.package
+                            and w.platform == host.platform})
         # the matrix may say why those releases have no such build (refused_variants)
         why = next((dict(r.refused_variants)[spec.variant] for r in m.releases_of(fw.name)
                     if spec.specifier.contains(r.version, prereleases=True)
                     and spec.variant in dict(r.refused_variants)), "")
         return Unsatisfiable(f"no {fw.package} release in the matrix has a {spec.variant} "
                              f"build matching {spec.describe()}" + (f": {why}" if why else ""),
-                             hints=[f"{fw.name}-{n}" for n in names][:5])
+                             hints=[f"{fw.name}-{n}{suffix}" for n in names][:5])
     r, v, why = rejected[0]
     from .over import hints_wanted
     hints = _nearest(m, spec, host) if hints_wanted() else []
@@ -497,18 +531,20 @@ def _nearest(m: Matrix, spec: Spec, host: Host) -> list[str]:
             tries.append((dc_replace(spec, variant="cpu"), host))
         tries.append((dc_replace(spec, variant=None, specifier=type(spec.specifier)("")),
                       host))
-    if host.driver and spec.variant != "cpu":
-        # a driver no CUDA build runs on still runs the CPU build (no driver: no recursion)
+    if (host.driver or _gpu_named(host)) and spec.variant != "cpu":
+        # a driver no CUDA build runs on still runs the CPU build, and so does a GPU no
+        # CUDA build serves, for someone who wants it (variant=cpu: no recursion)
         tries.append((dc_replace(spec, variant="cpu"), dc_replace(host, driver=None)))
+    from .over import _quietly
     out = []
     for s, h in tries:
-        try:
-            st = resolve(m, s, h)
+        try:   # the hints of a try that fails are never shown: not searched for
+            st = _quietly(lambda s_, h_: resolve(m, s_, h_), s, h)
         except (Unsatisfiable, InputError):
             continue
         text = f"{fw.package}=={st.version},variant={st.variant}"
-        if s.python or h.python:
-            text += f",python={st.python}"
+        if s.python or h.python or spec.python or host.python:
+            text += f",python={st.python}"   # the Python asked for, or the one that works
         if st.platform != DEFAULT_PLATFORM:
             text += f",platform={st.platform}"
         if h.sources != host.sources:
