@@ -104,3 +104,19 @@ def test_each_failure_is_one_sentence(tmp_path, server, case):
                 "no member": "has no uv-0.13.9.data/scripts/uv"}[case]
     assert expected in line
     assert not (tmp_path / "uv" / "bin" / "uv").exists()
+
+
+def test_a_server_that_answers_no_http_is_one_sentence(tmp_path):
+    """An SSH banner where an HTTP status line belongs: http.client's BadStatusLine is no
+    OSError, and it used to escape as a traceback."""
+    class Banner(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.wfile.write(b"SSH-2.0-OpenSSH_9\r\n")
+
+        def log_message(self, *_args):
+            pass
+
+    with LoopbackServer(Banner) as httpd:
+        line = one_line(run(tmp_path, [f"{MACHINE} {'0' * 64} {httpd.url}/uv.whl"]))
+    assert "BadStatusLine" in line and "SSH-2.0-OpenSSH_9" in line
+    assert not (tmp_path / "uv").exists()

@@ -17,3 +17,6 @@ CONTENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 # and a file on this machine, or in memory: gzip.BadGzipFile and bz2's errors are OSError
 ARCHIVE_ERRORS = (OSError, *CONTENT_ERRORS)
+# the most members envgen lists in one archive (an sdist: DeepSpeed's has about 1,300); a
+# small compressed file can hold millions of empty ones
+MAX_MEMBERS = 50_000

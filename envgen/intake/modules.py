@@ -7,7 +7,7 @@ import io
 import re
 import zipfile
 
-from ..core.archives import ARCHIVE_ERRORS
+from ..core.archives import ARCHIVE_ERRORS, MAX_MEMBERS
 
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -215,9 +215,6 @@ def _remember(pin, found) -> None:
 
 
 MAX_SDIST = 32 * 1024 * 1024
-# an archive's members, as refresh/pypi.py's MAX_MEMBERS (intake may not import refresh):
-# 73 KiB of .tar.xz holds a million, and each listed costs memory
-MAX_MEMBERS = 50_000
 
 
 def _count(n: int) -> None:

@@ -36,7 +36,7 @@ from packaging.version import InvalidVersion, Version
 from .. import __version__
 from ..core import fetching
 from ..core import home as state
-from ..core.archives import ARCHIVE_ERRORS, CONTENT_ERRORS
+from ..core.archives import ARCHIVE_ERRORS, CONTENT_ERRORS, MAX_MEMBERS
 from ..core.errors import CheckFailed, EnvironmentMissing, InputError
 
 PYPI = "https://pypi.org/simple"
@@ -50,7 +50,6 @@ MAX_METADATA = 4 << 20
 MAX_SDIST = 64 << 20     # DeepSpeed's is 2 MB
 REQUEST_S = 300          # one request's whole answer (a 64 MB page at 220 KB/s)
 RANGE_BUDGET = 8 << 20   # what reading one wheel's METADATA may fetch (torch's: ~200 KB)
-MAX_MEMBERS = 50_000     # an sdist's files (DeepSpeed's: about 1,300)
 
 CPU_ENV = {
     "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux",

@@ -9,6 +9,7 @@ Debian's wheel did in 2 s (its own start costs most of it), in half a second. St
 library only; any failure is one line on stderr and exit status 1.
 """
 import hashlib
+import http.client
 import os
 import platform
 import ssl
@@ -44,8 +45,10 @@ def fetch(url, sha256, into):
                     break
                 digest.update(chunk)
                 into.write(chunk)
-    except (OSError, ValueError) as exc:   # URLError, HTTPError, ssl errors, timeouts
-        fail(f"could not fetch {url}: {exc}")
+    # URLError, HTTPError, ssl errors, timeouts; a server that answers no HTTP
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        said = " ".join(str(exc).split())[:200]   # one line, whatever the server sent
+        fail(f"could not fetch {url}: {type(exc).__name__}: {said}")
     if digest.hexdigest() != sha256:
         fail(f"{url} does not match the sha256 envgen pins (expected {sha256}, "
              f"got {digest.hexdigest()})")
