@@ -449,3 +449,44 @@ def test_a_bare_framework_on_arm64_with_no_gpu_build_there_is_its_cpu_build_said
         res(m, "tensorflow", gpu="GH200", driver="580.95.05")
     # torch has GPU builds for aarch64: a bare torch stays a CUDA build there
     assert res(m, "torch", platform="linux/arm64").variant.startswith("cu")
+
+
+# ---- the GPUs an arm64 CUDA build has code for: its own wheel's, not x86_64's -------------
+
+def test_an_arm64_torch_build_claims_the_gpus_its_own_wheel_has_code_for(m):
+    """torch's aarch64 CUDA wheels carry SASS 8.0, 9.0, 10.0, 11.0 and 12.0 (read from
+    them, envgen/refresh/wheel_archs.yaml), not the x86_64 wheels' list with 7.5: a T4
+    (7.5) in an arm64 host is refused, Thor's 11.0 is served."""
+    from envgen.refresh import wheel_archs
+    with pytest.raises(Unsatisfiable, match="no kernels for compute capability 7.5"):
+        res(m, "torch", platform="linux/arm64", gpu="T4", driver="580.95.05")
+    assert res(m, "torch", platform="linux/arm64", cc="11.0",
+               driver="580.95.05").stack == "pytorch-cu132-arm64"
+    x86 = res(m, "pytorch-cu132")
+    assert "7.5" in x86.compute_capabilities
+    read = wheel_archs.load("torch", platform="linux/arm64")
+    rows = [w for w in m.platform_wheels if w.package == "torch" and w.variant != "cpu"]
+    assert len(rows) >= 7
+    for w in rows:
+        rec = read[w.version]
+        assert w.source.endswith(rec["wheel"]) and list(w.compute_capabilities) == \
+            rec["sass"] and w.ptx == (rec["ptx"][-1] if rec["ptx"] else None), w.version
+
+
+def test_the_record_keeps_each_platforms_wheel_apart(tmp_path):
+    from envgen.refresh import wheel_archs
+    row = {"project": "torch", "version": "2.15.0", "variant": "cu132", "wheel": "t.whl",
+           "sha256": "ab" * 32, "library": "lib.so", "fatbins": 2, "build": 2,
+           "sass": ["8.0"], "ptx": [], "partial": []}
+    path = tmp_path / "wheel_archs.yaml"
+    path.write_text(wheel_archs.dump([row, {**row, "platform": "linux/arm64",
+                                            "sass": ["9.0"]}]))
+    assert wheel_archs.load("torch", path)["2.15.0"]["sass"] == ["8.0"]
+    assert wheel_archs.load("torch", path, "linux/arm64")["2.15.0"]["sass"] == ["9.0"]
+    doc = {"platform_wheels": [
+        {"package": "torch", "version": "2.15.0", "platform": "linux/arm64",
+         "variant": "cu132", "source": "pypi:torch/torch-2.15.0-cp315-cp315-aarch64.whl"},
+        {"package": "torch", "version": "2.10.0", "platform": "linux/arm64",
+         "variant": "cpu", "source": "pypi:torch/torch-2.10.0-cp314-aarch64.whl"}]}
+    assert wheel_archs.platform_targets(doc, "torch", "linux/arm64") == [
+        ("2.15.0", "cu132", "torch-2.15.0-cp315-cp315-aarch64.whl")]

@@ -399,6 +399,10 @@ class PlatformWheel(Located):
     variant: str = ""
     pythons: tuple[str, ...] = ()
     packages: tuple[tuple[str, str], ...] = ()
+    # the GPUs this platform's wheel has code for, where the row states them (torch's
+    # aarch64 CUDA wheels are built for fewer than its x86_64 ones); None: the variant's
+    compute_capabilities: tuple[str, ...] | None = None
+    ptx: str | None = None
 
 
 def stack_key(stack: str, project: str | None) -> str:

@@ -218,7 +218,9 @@ def _build(entries, sha, problems) -> Matrix:
         m.platform_wheels.append(PlatformWheel(
             **loc(raw, f, ln), package=raw["package"], version=raw["version"],
             platform=raw["platform"], variant=raw["variant"], pythons=_t(raw["pythons"]),
-            packages=tuple(sorted((raw.get("packages") or {}).items()))))
+            packages=tuple(sorted((raw.get("packages") or {}).items())),
+            compute_capabilities=_t(raw["compute_capabilities"])
+            if "compute_capabilities" in raw else None, ptx=raw.get("ptx")))
     return m
 
 

@@ -206,7 +206,9 @@ SECTIONS = {
     "platform_wheels": _list(_entry(
         {"package": NAME, "version": VERSION, "platform": PLATFORM, "variant": VARIANT_NAME,
          "pythons": {**_list(PYTHON), "minItems": 1}},
-        {"packages": WHEEL_PINS})),
+        {"packages": WHEEL_PINS,
+         # a CUDA build of its own on that platform: the GPUs its wheel has code for
+         "compute_capabilities": _list(CC), "ptx": {"anyOf": [CC, {"type": "null"}]}})),
     "wheel_sources": _list(_entry(
         {"name": NAME, "kind": {"enum": ["pypi", "index"]}, "url": URL})),
     "bases": _list(_entry(

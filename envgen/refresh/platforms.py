@@ -143,6 +143,22 @@ def variant_of(row: dict, pins: dict[str, str], what: str,
                   f"variants in {framework}.yaml names; refresh {framework} first")
 
 
+def _own_archs(run: Run, package: str, version: str, filename: str) -> dict:
+    """{compute_capabilities, ptx} of a CUDA wheel for linux/arm64 as its own GPU code says
+    (envgen/refresh/wheel_archs.yaml, `platform: linux/arm64`): torch's aarch64 builds
+    target fewer GPUs than its x86_64 ones (no 7.5, with 11.0). Without a record of that
+    very wheel: nothing, the x86_64 variant's list stands, and the run says so."""
+    from .wheel_archs import load
+    row = load(package, platform="linux/arm64").get(version)
+    if row is None or row["wheel"] != filename:
+        run.warn(f"{package} {version} linux/arm64: {filename}'s GPU code is not recorded; "
+                 f"its x86_64 variant's list stands until `python -m envgen.refresh."
+                 f"wheel_archs --platform linux/arm64 {version}` reads it")
+        return {}
+    return {"compute_capabilities": list(row["sass"]),
+            "ptx": row["ptx"][-1] if row["ptx"] else None}
+
+
 def _aarch64_or_pure(files: list[dict]) -> bool:
     """A wheel that installs on any CPython for aarch64 Linux: pure, or py3-none (the
     nvidia-* and PJRT wheels). One built for a CPython line (a free-threaded one among
@@ -223,6 +239,7 @@ def derive(run: Run) -> dict:
                      "pythons": pythons}
             if pins:
                 entry["packages"] = pins
+                entry.update(_own_archs(run, package, version, wheel["filename"]))
             entry["source"] = f"pypi:{package}/{wheel['filename']}"
             if framework == "tensorflow" and entry["variant"] == "cpu":
                 entry.update(confidence="inferred", why=TF_CPU_WHY)

@@ -167,8 +167,10 @@ def _on_platform(m: Matrix, fw, r: FrameworkRelease, v: Variant, host: Host):
                f"PyPI's is the {w.variant} build (sources=pypi)"
     # the row is of the framework's own wheels: what installs there is that distribution
     # (TensorFlow's cpu variant is tensorflow-cpu on x86_64, which has no aarch64 wheel)
+    archs = {} if w.compute_capabilities is None else {   # that wheel's own GPU code
+        "compute_capabilities": w.compute_capabilities, "ptx": w.ptx}
     return (record_replace(r, pythons=w.pythons),
-            record_replace(v, packages=w.packages, sources=("pypi",), package=""))
+            record_replace(v, packages=w.packages, sources=("pypi",), package="", **archs))
 
 
 def _gpu_named(host: Host) -> bool:
