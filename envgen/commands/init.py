@@ -67,7 +67,7 @@ def from_file(args, m, path: Path) -> int:
     if args.spec:
         raise InputError("init takes a STACK or --from PATH, not both")
     intake = read(Path(args.from_path), tuple(args.extra), tuple(args.group))
-    intake = _pin_files(_pin_git(intake))
+    intake = _pin_files(_pin_git(choose.framework_files(intake, m)))
     for w in intake.requirements:
         if w.kind not in ("index", "git", "url", "path"):
             raise InputError(f"{w.text}: envgen reads this {w.kind} requirement but does not "
@@ -97,12 +97,16 @@ def from_file(args, m, path: Path) -> int:
     if not project.NAME.fullmatch(name or ""):
         raise InputError(f"--name {name!r} must be 1-63 of a-z 0-9 . _ - (it names the image)")
     target["python"] = stack.python
+    _conda_names(intake)
+    intake = _lock_yields(intake, stack)
     folder = path.resolve().parent
     fd, tmp = tempfile.mkstemp(prefix=".envgen-init-", suffix=".yaml", dir=folder)
     os.close(fd)
     try:
-        Path(tmp).write_text(choose.text(intake, stack, spec, name, why, target, []))
-        loaded = project.load(Path(tmp))
+        first = choose.text(intake, stack, spec, name, why, target, [])
+        Path(tmp).write_text(first)
+        with _users_file(tmp, first, intake):
+            loaded = project.load(Path(tmp))
         try:
             with _host_builds(refused=getattr(args, "no_source_builds", False)):
                 applied = project.apply(stack, loaded.layer)
@@ -223,8 +227,11 @@ def _sentence(e, intake, stack, verbose: bool):
     w = named[0] if named else None
     broken = w is not None and w.kind in ("path", "url", "git") and re.search(
         r"invalid package format|failed to (read|extract|build)", short, re.I)
-    msg = f"{head}: {short}; " + ("fix or replace that file" if broken else
-                                  "loosen that pin, or choose another --python")
+    # a lock is written by its tool: what changes is the requirement it was locked from
+    fix = ("change the project's requirement that needs it and lock again (uv lock), or "
+           "choose another --python") if intake.kind in ("uv.lock", "pylock.toml") else \
+        "loosen that pin, or choose another --python"
+    msg = f"{head}: {short}; " + ("fix or replace that file" if broken else fix)
     if verbose:
         msg += f" (uv: {reason})"
     w = named[0] if named else None
@@ -295,6 +302,25 @@ def _check_hashes(intake, closure) -> None:
 
 
 @contextmanager
+def _users_file(tmp: str, written: str, intake):
+    """An error placed in the temporary envgen.yaml init writes and reads back is placed at
+    the team's file and line its entry came from (each entry's `# FILE:LINE`): the
+    temporary file is gone when the error is read. Its text is masked as every echo is."""
+    from ..core.errors import EnvgenError
+    from ..intake.model import hidden
+    try:
+        yield
+    except EnvgenError as e:
+        if e.file is None or Path(e.file).name != Path(tmp).name:
+            raise
+        lines = written.splitlines()
+        at = lines[e.line - 1] if e.line and 0 < e.line <= len(lines) else ""
+        where = re.search(r"#\s+(.+):([0-9]+)$", at)
+        raise InputError(hidden(e.message), file=where.group(1) if where else intake.path,
+                         line=int(where.group(2)) if where else None) from None
+
+
+@contextmanager
 def _host_builds(refused: bool):
     """--no-source-builds: uv builds no sdist on this machine while it resolves (it would
     run the sdist's own build backend here to read what it requires)."""
@@ -326,6 +352,13 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
         mismatch = _python_mismatch(w, p.name, p.version, p.sha256, index, stack)
         if mismatch is not None:
             raise mismatch
+    for p in closure.pins:
+        w = _wanted(intake, p.name)
+        if p.sdist and w is not None and w.origin == "conda":
+            raise _at_line(intake, p.name, f"{p.version} would be built from its sdist "
+                           f"({p.file}), and its name came only from conda's "
+                           f"{w.name}: envgen builds no such sdist; name the PyPI package "
+                           f"that carries it, with a wheel")
     # said after a Python mismatch, which no source build would mend
     if not source_builds:
         for p in closure.pins:
@@ -334,6 +367,62 @@ def _check_builds(intake, closure, stack, source_builds: bool = True) -> None:
                                f"({p.file}) and --no-source-builds refuses that: pin a release "
                                f"with a wheel for Python {stack.python} on Linux, or give a "
                                f"wheel URL with its sha256")
+
+
+def _lock_yields(intake, stack):
+    """A uv.lock's pins of the packages the stack itself pins (the framework's own CUDA
+    libraries, resolved by uv for whatever torch wheel the lock took) yield to the stack's,
+    said in a note: the stack decides them, and the lock's would contradict its closure."""
+    if intake.kind != "uv.lock":
+        return intake
+    from packaging.utils import canonicalize_name
+
+    from ..core import record
+    from ..core.errors import EnvgenError
+    from ..resolve.closure import closure_for
+    try:
+        pins = {canonicalize_name(p.name): p.version for p in closure_for(stack)[0].pins}
+    except EnvgenError:
+        return intake   # the resolution below says why there is no closure
+    pins.update({canonicalize_name(n): v for n, v in stack.packages})
+    kept, gave = [], []
+    for w in intake.requirements:
+        have = pins.get(w.name)
+        locked = w.text.split("==", 1)[1].split(";")[0].strip() if "==" in w.text else None
+        if w.constraint and have and locked and locked.split("+")[0] != have.split("+")[0]:
+            gave.append(f"{w.name} {locked} → {have}")
+            continue
+        kept.append(w)
+    if not gave:
+        return intake
+    note = (f"{intake.path}: {len(gave)} locked pin(s) of packages the stack pins yield to "
+            f"{stack.stack}'s: {', '.join(gave)}")
+    return record.replace(intake, requirements=tuple(kept), notes=intake.notes + (note,))
+
+
+def _conda_names(intake) -> None:
+    """A conda package taken from PyPI under its own name (conda's ffmpeg, PyPI's unrelated
+    ffmpeg sdist) must be a PyPI project with wheels: one without is refused at its line
+    before uv could run its build backend here to read it."""
+    from ..resolve.closure import SIMPLE_URL, fetch_json
+    index = os.environ.get("ENVGEN_PYPI_SIMPLE", SIMPLE_URL).rstrip("/")
+    for w in intake.requirements:
+        if w.origin != "conda":
+            continue
+        try:
+            files = fetch_json(f"{index}/{w.name}/").get("files") or []
+        except LookupError:
+            files = []
+        except OSError:
+            continue   # the index away: the resolution says so, exit 3
+        if not any(str(f.get("filename", "")).endswith(".whl") for f in files
+                   if isinstance(f, dict)):
+            raise InputError(f"{w.text}: conda's {w.name} was taken from PyPI under the same "
+                             f"name, where {w.name} has no wheel (at most an sdist, which "
+                             f"envgen does not build for a name that came only from conda): "
+                             f"name the PyPI package that carries it in the pip: section, "
+                             f"or put a Debian package in envgen.yaml's apt:", file=w.file,
+                             line=w.line)
 
 
 def _wanted(intake, name: str):

@@ -17,8 +17,17 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from ..core.errors import shown
-from .model import MAX_LINE, PLATFORMS, PYTHONS, Wanted, bad, check_url, git_parts
+from .model import (
+    MAX_LINE,
+    PLATFORMS,
+    PYTHONS,
+    Wanted,
+    bad,
+    check_url,
+    git_parts,
+    masked_line,
+    show,
+)
 
 _EGG = re.compile(r"(?:^|&)egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -48,8 +57,8 @@ def check_marker(marker: Marker | None, text: str, file: str, line: int) -> None
         if any(marker.evaluate(env) for env in environments()):
             return
     except Exception as e:   # packaging's UndefinedComparison and kin
-        raise bad(f"{shown(text)}: its marker cannot be evaluated ({e})", file, line) from None
-    raise bad(f"{shown(text)}: its marker ({marker}) is false on every platform and Python "
+        raise bad(f"{show(text)}: its marker cannot be evaluated ({e})", file, line) from None
+    raise bad(f"{show(text)}: its marker ({marker}) is false on every platform and Python "
               f"(Linux, Windows, macOS; 3.7 to 3.15), so it installs nowhere; fix or drop the "
               f"marker", file, line)
 
@@ -61,8 +70,8 @@ def _from_filename(url: str, file: str, line: int) -> str:
             return str(parse_wheel_filename(name)[0])
         return str(parse_sdist_filename(name)[0])
     except (InvalidWheelFilename, InvalidSdistFilename):
-        raise bad(f"{shown(url)}: cannot tell the distribution from the file name "
-                  f"{shown(name)}; write NAME @ URL", file, line) from None
+        raise bad(f"{show(url)}: cannot tell the distribution from the file name "
+                  f"{show(name)}; write NAME @ URL", file, line) from None
 
 
 def parse(text: str, file: str, line: int, base: Path | None = None,
@@ -73,7 +82,7 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
     if len(text) > MAX_LINE:
         raise bad("the line is too long to be a requirement", file, line)
     if text.startswith("-"):
-        raise bad(f"{shown(text)} is an option envgen does not read here; a requirement starts "
+        raise bad(f"{show(text)} is an option envgen does not read here; a requirement starts "
                   f"with a name, a URL or a path", file, line)
     # pip's own forms that PEP 508 lacks: a VCS URL with #egg=, a URL or path of a file
     if text.startswith("git+"):
@@ -81,12 +90,12 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
         url = url.strip()
         frag = urllib.parse.urlsplit(url).fragment
         if "subdirectory=" in frag:   # the root would be built in its place
-            raise bad(f"{shown(url, 60)}: a #subdirectory= is not supported (envgen builds "
+            raise bad(f"{show(url, 60)}: a #subdirectory= is not supported (envgen builds "
                       f"the repository's root)", file, line)
         egg = _EGG.search(frag)
         if not egg:
-            raise bad(f"{shown(text)}: a git reference names its distribution: write NAME @ "
-                      f"{shown(url.split('#')[0], 40)}", file, line)
+            raise bad(f"{show(text)}: a git reference names its distribution: write NAME @ "
+                      f"{show(url.split('#')[0], 40)}", file, line)
         text = f"{egg.group(1)} @ {url.split('#')[0]}" + (f" ; {marker.strip()}" if marker
                                                            else "")
     elif re.match(r"^[a-z][a-z0-9+.-]*://", text):
@@ -103,9 +112,9 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
         try:
             found = path.is_file()
         except OSError as e:   # a name too long, a loop of links
-            raise bad(f"{shown(text)}: cannot be read ({e.strerror})", file, line) from None
+            raise bad(f"{show(text)}: cannot be read ({e.strerror})", file, line) from None
         if not found:
-            raise bad(f"{shown(text)}: no such file (a local wheel or sdist path is read from "
+            raise bad(f"{show(text)}: no such file (a local wheel or sdist path is read from "
                       f"the requirements file's folder)", file, line)
         name = _from_filename(path.name, file, line)
         text = f"{name} @ {path.resolve().as_uri()}" + (f" ; {marker.strip()}" if marker
@@ -113,7 +122,8 @@ def parse(text: str, file: str, line: int, base: Path | None = None,
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
-        raise bad(f"{shown(text)} is not a requirement ({str(e).splitlines()[0][:120]})",
+        # the line may be a .env's or /etc/passwd's: its value is never echoed
+        raise bad(f"{masked_line(text)} is not a requirement ({str(e).splitlines()[0][:120]})",
                   file, line) from None
     kind = "index"
     if req.url:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import record
-from ..core.errors import InputError, shown
-from .model import Intake
+from ..core.errors import InputError
+from .model import Intake, show
 
 PICK = ("pylock.toml", "uv.lock", "environment.yml", "environment.yaml", "requirements.txt",
         "pyproject.toml", "setup.cfg", "setup.py")
@@ -26,6 +26,19 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
+def _inside(path: Path, root: Path) -> None:
+    """The file read is the project's own: a link to a file outside its folder (/etc/passwd,
+    a CI runner's secrets) is refused before a line of it could be echoed."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError) as e:   # a loop of links
+        raise InputError(f"cannot be read ({getattr(e, 'strerror', None) or e})",
+                         file=str(path)) from None
+    if not real.is_relative_to(root):
+        raise InputError(f"is a link to a file outside the project folder {root}; envgen "
+                         f"reads the project's own files only", file=str(path))
+
+
 def read(path: Path, extras=(), groups=()) -> Intake:
     from .conda import read_environment
     from .pyproject import read_pylock, read_pyproject, read_uv_lock
@@ -39,9 +52,12 @@ def read(path: Path, extras=(), groups=()) -> Intake:
                              file=str(path))
         note = f"{path}: read {found[0]}" + (
             f" (also there, passed over: {', '.join(found[1:])})" if found[1:] else "")
-        path = path / found[0]
+        root, path = path.resolve(), path / found[0]
     elif not path.exists():
-        raise InputError(f"--from {shown(str(path))}: no such file or folder")
+        raise InputError(f"--from {show(str(path))}: no such file or folder")
+    else:
+        root = path.parent.resolve()
+    _inside(path, root)
     kind = kind_of(path)
     if kind is None:
         raise InputError(f"is not a kind of file envgen reads ({', '.join(PICK)}, or a "
@@ -52,7 +68,7 @@ def read(path: Path, extras=(), groups=()) -> Intake:
     if groups and kind != "pyproject.toml":
         raise InputError("--group names a PEP 735 dependency group of a pyproject.toml",
                          file=str(path))
-    readers = {"requirements": read_requirements, "uv.lock": read_uv_lock,
+    readers = {"requirements": lambda p: read_requirements(p, root), "uv.lock": read_uv_lock,
                "pylock.toml": read_pylock, "environment.yml": read_environment,
                "pyproject.toml": lambda p: read_pyproject(p, extras, groups),
                "setup.py": lambda p: read_setup_py(p, extras),

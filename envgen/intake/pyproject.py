@@ -8,9 +8,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..core.errors import shown
 from .line import parse
-from .model import Intake, Wanted, bad, check_url, git_parts
+from .model import Intake, Wanted, bad, check_index, check_url, git_parts, show
 from .text import line_at, line_of, read
 
 
@@ -47,7 +46,7 @@ def _of(value, kind: type, what: str, file: str, line: int):
     """`value` when it is a `kind` (dict: a table, list: an array), else one sentence."""
     if not isinstance(value, kind):
         raise bad(f"{what} must be {'a table' if kind is dict else 'an array'}, not "
-                  f"{shown(value)}", file, line)
+                  f"{show(value)}", file, line)
     return value
 
 
@@ -58,7 +57,7 @@ def _version(value, name: str, file: str, line: int) -> str:
     try:
         Version(value)
     except (InvalidVersion, TypeError):
-        raise bad(f"package {shown(name)}: version {shown(value)} is not a PEP 440 "
+        raise bad(f"package {show(name)}: version {show(value)} is not a PEP 440 "
                   f"version", file, line) from None
     return value
 
@@ -101,19 +100,13 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
     optional = _of(project.get("optional-dependencies") or {}, dict,
                    "[project.optional-dependencies]", file, line_of(text, "optional-dependencies"))
     for e in extras:
-        key = next((k for k in optional if canonicalize_name(k) == canonicalize_name(e)), None)
-        if key is None:
-            raise bad(f"--extra {shown(e)}: [project.optional-dependencies] has "
-                      f"{', '.join(sorted(optional)) or 'none'}", file,
-                      line_of(text, "optional-dependencies"))
-        place = _placer(text, text.find("optional-dependencies"))
-        for req in _strings(optional[key], f"optional-dependencies.{key}", file, text):
-            want.append((req, place(req)))
+        want += _extra(optional, e, f"--extra {show(e)}", file, text)
     dgroups = _of(data.get("dependency-groups") or {}, dict, "[dependency-groups]", file,
                   line_of(text, "dependency-groups"))
     for g in groups:
         for req in _group(dgroups, g, file, text, ()):
             want.append((req, line_of(text, req, max(text.find("[dependency-groups]"), 0))))
+    want = _own_extras(want, project.get("name"), optional, file, text, notes, set())
     sources, indexes = _uv(data, file, text, notes)
     reqs = []
     for req, n in want:
@@ -128,14 +121,86 @@ def read_pyproject(path: Path, extras=(), groups=()) -> Intake:
                       file, n)
             notes.append(f"{w.where}: {w.name} from [tool.uv.sources]: {src}")
         reqs.append(w)
+    requires = _requires_python(project, file, text)
     return Intake(path=file, kind="pyproject.toml", requirements=tuple(reqs),
-                  indexes=indexes, notes=tuple(notes))
+                  indexes=indexes, notes=tuple(notes), requires_python=requires,
+                  requires_python_at=f"{file}:{line_of(text, 'requires-python')}"
+                  if requires else "")
+
+
+def _requires_python(project: dict, file: str, text: str) -> str:
+    """[project] requires-python (or a uv.lock's) as a PEP 440 specifier set ("" for
+    none)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    value = project.get("requires-python")
+    if value is None:
+        return ""
+    try:
+        if isinstance(value, str):
+            return str(SpecifierSet(value))
+    except InvalidSpecifier:
+        pass
+    raise bad(f"requires-python {show(value)} is not a version specifier "
+              f"(>=3.10)", file, line_of(text, "requires-python"))
+
+
+def _extra(optional: dict, e: str, what: str, file: str, text: str) -> list:
+    """(requirement, line) of the optional-dependencies extra `e` (PEP 685 names)."""
+    key = next((k for k in optional if canonicalize_name(k) == canonicalize_name(e)), None)
+    if key is None:
+        raise bad(f"{what}: [project.optional-dependencies] has "
+                  f"{', '.join(sorted(optional)) or 'none'}", file,
+                  line_of(text, "optional-dependencies"))
+    place = _placer(text, text.find("optional-dependencies"))
+    return [(req, place(req)) for req in
+            _strings(optional[key], f"optional-dependencies.{key}", file, text)]
+
+
+def _own_extras(want: list, name, optional: dict, file: str, text: str, notes: list,
+                done: set) -> list:
+    """A requirement on the project itself (`acme[train]` among acme's own extras or
+    groups, as uv and pip read it) is those extras of this file, read here: no index has
+    the team's own project. Its marker goes with each of their requirements; an extra
+    read once under that marker (a loop, or two extras naming it) adds nothing more."""
+    from packaging.markers import Marker
+    from packaging.requirements import InvalidRequirement, Requirement
+    own = canonicalize_name(name) if isinstance(name, str) else None
+    out = []
+    for req, n in want:
+        try:
+            r = Requirement(req)
+        except InvalidRequirement:   # parse() says why, at its line
+            r = None
+        if own is None or r is None or canonicalize_name(r.name) != own:
+            out.append((req, n))
+            continue
+        notes.append(f"{file}:{n}: {req} names this project itself: its extra(s) "
+                     f"{', '.join(sorted(r.extras)) or '(none)'} read from this file, not "
+                     f"fetched from an index")
+        for e in sorted(r.extras):
+            if (e, str(r.marker)) in done:
+                continue
+            done.add((e, str(r.marker)))
+            inner = []
+            for x, at in _extra(optional, e, f"{show(req)} names the extra {show(e)}", file,
+                                text):
+                try:
+                    xr = Requirement(x)
+                except InvalidRequirement:
+                    inner.append((x, at))
+                    continue
+                if r.marker is not None:
+                    xr.marker = Marker(f"({xr.marker}) and ({r.marker})" if xr.marker
+                                       else str(r.marker))
+                inner.append((str(xr), at))
+            out += _own_extras(inner, name, optional, file, text, notes, done)
+    return out
 
 
 def _group(groups: dict, name: str, file: str, text: str, seen: tuple) -> list[str]:
     key = next((k for k in groups if canonicalize_name(k) == canonicalize_name(name)), None)
     if key is None:
-        raise bad(f"--group {shown(name)}: [dependency-groups] has "
+        raise bad(f"--group {show(name)}: [dependency-groups] has "
                   f"{', '.join(sorted(groups)) or 'none'}", file,
                   line_of(text, "[dependency-groups]"))
     if key in seen:
@@ -146,7 +211,7 @@ def _group(groups: dict, name: str, file: str, text: str, seen: tuple) -> list[s
         if isinstance(item, dict):
             inc = item.get("include-group")
             if not isinstance(inc, str) or set(item) != {"include-group"}:
-                raise bad(f"dependency group {key}: {shown(item)} is neither a requirement "
+                raise bad(f"dependency group {key}: {show(item)} is neither a requirement "
                           f"nor {{include-group = NAME}}", file, line_of(text, key))
             out += _group(groups, inc, file, text, (*seen, key))
         else:
@@ -186,7 +251,7 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
             try:
                 p = (Path(file).parent / str(src["path"])).resolve()
             except (OSError, RuntimeError, ValueError) as e:   # a NUL, a loop of links
-                raise bad(f"[tool.uv.sources] {name}: the path {shown(str(src['path']))} "
+                raise bad(f"[tool.uv.sources] {name}: the path {show(str(src['path']))} "
                           f"cannot be read ({getattr(e, 'strerror', None) or e})", file,
                           n) from None
             sources[canonicalize_name(name)] = p.as_uri()
@@ -200,7 +265,7 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
                   line_of(text, "index")):
         if not isinstance(ix, dict) or not isinstance(ix.get("url"), str):
             raise bad("[[tool.uv.index]] entries need a url", file, line_of(text, "tool.uv.index"))
-        url = check_url(ix["url"], "[[tool.uv.index]] url", file,
+        url = check_index(ix["url"], "[[tool.uv.index]] url", file,
                         line_of(text, ix["url"])).rstrip("/")
         if ix.get("default"):
             default = url
@@ -210,7 +275,8 @@ def _uv(data: dict, file: str, text: str, notes: list) -> tuple[dict, tuple]:
 
 
 def read_uv_lock(path: Path) -> Intake:
-    """uv.lock: the root project's direct dependencies are the requirements; every package
+    """uv.lock: the root project's direct requirements as its [package.metadata]
+    requires-dist states them (extras and markers kept) are the requirements; every package
     from a registry is kept at its locked version (a constraint) with its hashes."""
     data, text = _toml(path, "uv.lock")
     file = str(path)
@@ -228,17 +294,17 @@ def read_uv_lock(path: Path) -> Intake:
         n = line_of(text, f'name = "{name}"\nversion = "{p.get("version")}"')
         if n == 1:
             n = line_of(text, f'name = "{name}"')
-        src = _of(p.get("source") or {}, dict, f"package {shown(name)}: source", file, n)
+        src = _of(p.get("source") or {}, dict, f"package {show(name)}: source", file, n)
         if "editable" in src or "virtual" in src:
             roots.append(p)
             continue
         version = p.get("version")
         if not isinstance(version, str):
-            raise bad(f"package {shown(name)} has no version", file, n)
+            raise bad(f"package {show(name)} has no version", file, n)
         _version(version, name, file, n)
         hashes = tuple(h.removeprefix("sha256:") for f in
                        [p.get("sdist") or {}, *_of(p.get("wheels") or [], list,
-                                                  f"package {shown(name)}: wheels", file, n)]
+                                                  f"package {show(name)}: wheels", file, n)]
                        if isinstance(f, dict) and isinstance(h := f.get("hash"), str)
                        and h.startswith("sha256:"))
         # one version of several for the Pythons and platforms its resolution-markers say
@@ -254,7 +320,7 @@ def read_uv_lock(path: Path) -> Intake:
         if "registry" in src:
             reg = str(src["registry"]).rstrip("/")
             if reg != "https://pypi.org/simple" and reg not in indexes:
-                indexes.append(check_url(reg, "the registry", file, n))
+                indexes.append(check_index(reg, "the registry", file, n))
             reqs.append(parse(f"{name}=={version}{tail}", file, n, hashes=hashes,
                               constraint=True))
         elif "git" in src:
@@ -272,27 +338,88 @@ def read_uv_lock(path: Path) -> Intake:
             reqs.append(parse(f"{name} @ {src['url']}", file, n, hashes=hashes,
                               constraint=True))
         else:
-            raise bad(f"package {name}: source {shown(src)} is not one envgen reads", file, n)
+            raise bad(f"package {name}: source {show(src)} is not one envgen reads", file, n)
     if not roots:
         notes.append(f"{file}: no root project (editable or virtual); every locked package "
                      f"is required")
-        wanted = {w.name for w in reqs}
-    else:
-        wanted = set()
-        for root in roots:
-            for d in _of(root.get("dependencies") or [], list,
-                         f"package {shown(root['name'])}: dependencies", file,
-                         line_of(text, f'name = "{root["name"]}"')):
-                if isinstance(d, dict) and isinstance(d.get("name"), str):
-                    wanted.add(canonicalize_name(d["name"]))
-    out = [_direct(w, w.name in wanted) for w in reqs]
-    return Intake(path=file, kind="uv.lock", requirements=tuple(out),
-                  indexes=(("", *indexes) if indexes else ()), notes=tuple(notes))
+        return _lock_intake(file, text, data, reqs, indexes, notes)
+    direct, how = [], {}
+    for root in roots:
+        got, entries = _root_requirements(root, file, text)
+        direct += got
+        how.update(entries)
+    # requires-dist's requirements as written, the lock's pins of the rest as constraints;
+    # a direct one that requires-dist does not state (a git, URL or path source, or a lock
+    # without metadata) is its locked pin, with the entry's extras and marker
+    stated = {w.name for w in direct}
+    out = direct + [_direct(w, how[w.name]) if w.name in how else w for w in reqs
+                    if w.name not in stated]
+    return _lock_intake(file, text, data, out, indexes, notes)
 
 
-def _direct(w: Wanted, direct: bool) -> Wanted:
+def _lock_intake(file: str, text: str, data: dict, reqs: list, indexes: list,
+                 notes: list) -> Intake:
+    """The Intake of a uv.lock, with the requires-python it was locked for."""
+    requires = _requires_python(data, file, text)
+    return Intake(path=file, kind="uv.lock", requirements=tuple(reqs),
+                  indexes=(("", *indexes) if indexes else ()), notes=tuple(notes),
+                  requires_python=requires,
+                  requires_python_at=f"{file}:{line_of(text, 'requires-python')}"
+                  if requires else "")
+
+
+_SOURCE_KEYS = ("git", "url", "path", "directory", "editable")
+
+
+def _root_requirements(root: dict, file: str, text: str) -> tuple[list, dict]:
+    """(requirements, {name: (extras, marker)}) of a root project: its [package.metadata]
+    requires-dist as written (specifier, extras, marker); an entry with a git, URL or path
+    source, or every entry of its dependencies where the lock states no requires-dist, is
+    left to the locked pin of its name, with its extras and marker."""
+    name = root["name"]
+    at = line_of(text, f'name = "{name}"')
+    meta = _of(root.get("metadata") or {}, dict, f"package {show(name)}: metadata", file, at)
+    listed = meta.get("requires-dist")
+    key = "requires-dist" if listed is not None else "dependencies"
+    items = _of(listed if listed is not None else root.get("dependencies") or [], list,
+                f"package {show(name)}: {key}", file, at)
+    place = _placer(text, text.find(key, text.find(f'name = "{name}"')))
+    out, pinned = [], {}
+    for d in items:
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+            raise bad(f"package {show(name)}: {key} entry {show(d)} names no package", file, at)
+        n = place(f'name = "{d["name"]}"')
+        extras = d.get("extras", d.get("extra")) or []
+        spec, marker = d.get("specifier", ""), d.get("marker") or ""
+        if not (isinstance(extras, list) and all(isinstance(e, str) for e in extras)
+                and isinstance(spec, str) and isinstance(marker, str)):
+            raise bad(f"package {show(name)}: {key} entry {show(d)}: extras must be a list of "
+                      f"names, specifier and marker strings", file, n)
+        if key == "dependencies" or any(k in d for k in _SOURCE_KEYS):
+            pinned[canonicalize_name(d["name"])] = (tuple(extras), marker)
+            continue
+        out.append(parse(d["name"] + (f"[{','.join(extras)}]" if extras else "") + spec
+                         + (f" ; {marker}" if marker else ""), file, n))
+    return out, pinned
+
+
+def _direct(w: Wanted, entry: tuple) -> Wanted:
+    """A locked pin as a direct requirement: the root's extras on it, and its marker with
+    the pin's own (a version locked for some Pythons only)."""
+    from packaging.markers import InvalidMarker, Marker
+    from packaging.requirements import Requirement
+
     from ..core import record
-    return record.replace(w, constraint=not direct)
+    extras, marker = entry
+    r = Requirement(w.text)
+    r.extras = set(extras) | r.extras
+    if marker:
+        try:
+            r.marker = Marker(f"({r.marker}) and ({marker})" if r.marker else marker)
+        except InvalidMarker:
+            raise bad(f"package {w.name}: the root's marker {show(marker)} is not a marker",
+                      w.file, w.line) from None
+    return record.replace(w, text=str(r), constraint=False)
 
 
 def read_pylock(path: Path) -> Intake:
@@ -312,10 +439,10 @@ def read_pylock(path: Path) -> Intake:
         marker = p.get("marker")
         tail = f" ; {marker}" if isinstance(marker, str) and marker else ""
         files = [p.get("sdist") or {}, *_of(p.get("wheels") or [], list,
-                                            f"package {shown(name)}: wheels", file, n)]
+                                            f"package {show(name)}: wheels", file, n)]
         hashes = tuple(h for f in files if isinstance(f, dict)
                        and isinstance(h := _of(f.get("hashes") or {}, dict,
-                                               f"package {shown(name)}: hashes", file, n
+                                               f"package {show(name)}: hashes", file, n
                                                ).get("sha256"), str))
         for kind in ("archive", "directory"):   # not the index's file of that name
             if kind in p:

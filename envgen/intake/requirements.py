@@ -8,9 +8,8 @@ import re
 import shlex
 from pathlib import Path
 
-from ..core.errors import shown
 from .line import parse
-from .model import Intake, Wanted, bad, check_url
+from .model import Intake, Wanted, bad, check_index, check_url, masked_line, no_login, show
 from .text import read
 
 NOTED = {"--pre", "--prefer-binary", "--only-binary", "--no-binary", "--trusted-host",
@@ -28,6 +27,7 @@ class _State:
         self.links: list[str] = []
         self.notes: list[str] = []
         self.files = 0
+        self.root = Path()
 
 
 # a logical line with its continuations: a hash-pinned requirement of a package with many
@@ -56,8 +56,11 @@ def lines(text: str):
         yield start, line
 
 
-def read_requirements(path: Path) -> Intake:
+def read_requirements(path: Path, root: Path | None = None) -> Intake:
+    """`root`: the project folder every included file must lie in, after links (the
+    first file's folder when not given)."""
     st = _State()
+    st.root = root or path.parent.resolve()
     _read(path, st, (), False)
     return Intake(path=str(path), kind="requirements file", requirements=tuple(st.reqs),
                   indexes=((st.index_url, *st.extras) if st.index_url or st.extras else ()),
@@ -93,14 +96,11 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
         if len(line) > MAX_LOGICAL:   # before shlex, which slows down on one long word
             raise bad(f"a line of {len(line):,} characters (at most {MAX_LOGICAL:,}, "
                       f"options and --hash values included)", file, n)
-        login = re.search(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@'\"]*@\S*", line)
-        if login is not None:   # refused before anything on the line is echoed
-            from ..core.logins import refusal
-            raise bad(refusal("the URL", login.group()), file, n)
+        no_login(line, file, n)   # refused before anything on the line is echoed
         try:
             words = shlex.split(line, posix=True)
         except ValueError as e:
-            raise bad(f"cannot split {shown(line)} ({e})", file, n) from None
+            raise bad(f"cannot split {masked_line(line)} ({e})", file, n) from None
         if not words:
             continue
         head = words[0]
@@ -111,49 +111,48 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
                 name = opt if opt.startswith("--") else head[:2]
                 value, _ = _value(words, 0, name, file, n)
                 if value.startswith("-") or not value:
-                    raise bad(f"{name} {shown(value)} looks like an option, not a file", file, n)
+                    raise bad(f"{name} {show(value)} looks like an option, not a file", file, n)
                 if re.match(r"^[a-z+]+://", value):
-                    raise bad(f"{name} {shown(value)}: envgen includes local files only", file, n)
+                    raise bad(f"{name} {show(value)}: envgen includes local files only", file, n)
                 inc = path.parent / value
                 try:
                     target, found = inc.resolve(), inc.is_file()
                 except (OSError, RuntimeError) as e:   # a name too long, a loop of links
-                    raise bad(f"{name} {shown(value)}: cannot be read "
+                    raise bad(f"{name} {show(value)}: cannot be read "
                               f"({getattr(e, 'strerror', None) or e})", file, n) from None
                 if not found:
-                    raise bad(f"{name} {shown(value)}: no such file beside {path.name}", file, n)
-                roots = (Path.cwd().resolve(), (chain[0] if chain else real).parent)
-                if not any(target.is_relative_to(r) for r in roots):
+                    raise bad(f"{name} {show(value)}: no such file beside {path.name}", file, n)
+                if not target.is_relative_to(st.root):
                     # a line of it would be echoed in an error: never a file from elsewhere
-                    raise bad(f"{name} {shown(value)}: envgen includes files inside the "
-                              f"project (this folder or the first file's) only", file, n)
+                    raise bad(f"{name} {show(value)}: envgen includes files inside the "
+                              f"project folder ({st.root}) only, after links", file, n)
                 _read(inc, st, (*chain, real), constraint or name in ("-c", "--constraint"),
                       (file, n))
             elif opt in ("-i", "--index-url") or re.match(r"^-i\S", head):
                 value, _ = _value(words, 0, "--index-url" if opt != "-i" else "-i", file, n)
-                st.index_url = check_url(value, "--index-url", file, n).rstrip("/")
+                st.index_url = check_index(value, "--index-url", file, n).rstrip("/")
             elif opt == "--extra-index-url":
                 value, _ = _value(words, 0, opt, file, n)
-                st.extras.append(check_url(value, opt, file, n).rstrip("/"))
+                st.extras.append(check_index(value, opt, file, n).rstrip("/"))
             elif opt in ("-f", "--find-links") or re.match(r"^-f\S", head):
                 value, _ = _value(words, 0, "--find-links" if opt != "-f" else "-f", file, n)
                 if "://" in value or value.startswith("-"):
                     st.links.append(check_url(value, "--find-links", file, n))
                 # a folder (pip reads it beside this file) or a page of links: envgen
                 # resolves from the index alone, so say what becomes of it
-                st.notes.append(f"{file}:{n}: --find-links {shown(value)} noted; envgen pins "
+                st.notes.append(f"{file}:{n}: --find-links {show(value)} noted; envgen pins "
                                 f"every file from its index: a wheel only found there goes "
                                 f"in as a path line (./wheels/x-1.0-py3-none-any.whl), "
                                 f"pinned by its sha256")
             elif opt in ("-e", "--editable"):
-                raise bad(f"{shown(line)}: an editable install is the team's own checkout, "
+                raise bad(f"{show(line)}: an editable install is the team's own checkout, "
                           f"not a dependency; copy it with `copy:` in envgen.yaml or build "
                           f"a wheel of it", file, n)
             elif opt in NOTED:
                 st.notes.append(f"{file}:{n}: {opt} noted; it changes nothing envgen builds "
                                 f"(every file is hash-pinned from its index)")
             else:
-                raise bad(f"{shown(head)} is not a requirement or an option envgen reads "
+                raise bad(f"{masked_line(head)} is not a requirement or an option envgen reads "
                           f"(it reads -r, -c, --hash, --index-url, --extra-index-url, "
                           f"--find-links)", file, n)
             continue
@@ -162,11 +161,12 @@ def _read(path: Path, st: _State, chain: tuple, constraint: bool,
         for m in re.finditer(r"(?:^|\s)--hash(?:=|\s+)(\S+)", line):
             h = _HASH.fullmatch(m.group(1))
             if not h:
-                raise bad(f"--hash {shown(m.group(1))} is not sha256:<64 hex digits>", file, n)
+                raise bad(f"--hash {show(m.group(1))} is not sha256:<64 hex digits>", file, n)
             hashes.append(h.group(1))
         req = re.sub(r"(?:^|\s)--hash(?:=|\s+)\S+", " ", line).strip()
-        if re.search(r"(?:^|\s)--?[A-Za-z]", req):
-            raise bad(f"{shown(line)}: the only option a requirement line takes is --hash",
-                      file, n)
+        option = re.search(r"(?:^|\s)(--?[A-Za-z][^\s=]*)", req)
+        if option:   # named without its value
+            raise bad(f"{show(option.group(1))}: the only option a requirement line takes is "
+                      f"--hash", file, n)
         st.reqs.append(parse(req, file, n, path.parent, tuple(hashes),
                              constraint))

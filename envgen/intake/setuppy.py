@@ -10,9 +10,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..core.errors import shown
 from .line import parse
-from .model import Intake, bad
+from .model import Intake, bad, show
 from .text import line_of, read
 
 
@@ -121,7 +120,7 @@ def read_setup_py(path: Path, extras=()) -> Intake:
             e = next((key for key in table if isinstance(key, str)
                       and canonicalize_name(key) == canonicalize_name(e)), e)   # PEP 685
             if e not in table:
-                raise bad(f"--extra {shown(e)}: extras_require has "
+                raise bad(f"--extra {show(e)}: extras_require has "
                           f"{', '.join(sorted(str(k)[:40] for k in table)) or 'none'}", file,
                           k.value.lineno if k is not None else call.lineno)
             value = table[e]
@@ -129,7 +128,7 @@ def read_setup_py(path: Path, extras=()) -> Intake:
                 value = value.splitlines()
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str)
                                                                for v in value):
-                raise bad(f"extras_require[{shown(e)}] must be a list of strings", file,
+                raise bad(f"extras_require[{show(e)}] must be a list of strings", file,
                           k.value.lineno)
             for v in value:
                 if v.strip() and not v.strip().startswith("#"):
@@ -171,7 +170,7 @@ def read_setup_cfg(path: Path, extras=()) -> Intake:
         if not cfg.has_option("options.extras_require", e):
             have = cfg.options("options.extras_require") if cfg.has_section(
                 "options.extras_require") else []
-            raise bad(f"--extra {shown(e)}: [options.extras_require] has "
+            raise bad(f"--extra {show(e)}: [options.extras_require] has "
                       f"{', '.join(have) or 'none'}", file, line_of(text, "extras_require"))
         take(cfg.get("options.extras_require", e), "[options.extras_require]")
     return Intake(path=file, kind="setup.cfg", requirements=tuple(reqs))
