@@ -125,11 +125,11 @@ def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp
     cpu = (tmp_path / "run/slurm/cpu.sbatch").read_text()
     assert "#SBATCH --partition=gpu-h100" in h100 and "#SBATCH --gres=gpu:2" in h100
     assert "#SBATCH --array=0-1" in h100 and "#SBATCH --time=0:30:00" in h100
-    assert "--gres" not in cpu and "#SBATCH --array=2-3" in cpu
+    assert "--gres" not in cpu and "#SBATCH --array=0-1" in cpu   # each array from 0
     assert "pytorch" not in h100.split("\n", 2)[2]   # specs stay in tasks.json, not the script
     last = h100.strip().splitlines()[-1]
     assert shlex.split(last) == ["exec", "$envgen_py", "-m", "envgen.fleet.task",
-                                 "$SLURM_SUBMIT_DIR"]
+                                 "$SLURM_SUBMIT_DIR", "--target", "h100"]
     assert "#SBATCH --output=logs/%A_%a.out" in h100
     tasks = json.loads((tmp_path / "run/tasks.json").read_text())["tasks"]
     cmd = argv(tasks[0], python="py")
@@ -138,7 +138,8 @@ def test_slurm_scripts_group_tasks_by_target_and_quote_nothing_from_the_file(tmp
 
 
 SIF_FLEET = GOOD.replace("stacks: [pytorch-cu121, jax-cuda12]",
-                         "stacks:\n  - {spec: jax-cuda12, sif: /shared/sif/jax-cuda12.sif}")
+                         "stacks:\n  - {spec: jax-cuda12, sif: /shared/sif/jax-cuda12.sif}"
+                         ).replace("gpus: 2", "gpus: 1")   # no multi-GPU run on a SIF
 
 
 def test_the_apptainer_engine_certifies_each_stacks_sif(tmp_path):
@@ -169,7 +170,9 @@ def test_a_fleet_files_name_never_becomes_a_line_of_the_script(tmp_path):
     slurm.write(f, tmp_path / "run")
     script = (tmp_path / "run/slurm/cpu.sbatch").read_text()
     body = [ln for ln in script.strip().splitlines() if not ln.startswith("#")]
-    assert "pwned" not in script and body == ["set -eu", *slurm.FIND_PYTHON]
+    assert "pwned" not in script and body == [
+        "set -eu", *slurm.FIND_PYTHON,
+        'exec "$envgen_py" -m envgen.fleet.task "$SLURM_SUBMIT_DIR" --target cpu']
 
 
 def test_a_batch_script_names_no_path_of_the_machine_that_wrote_it(tmp_path):
@@ -195,7 +198,7 @@ def test_a_batch_script_names_no_path_of_the_machine_that_wrote_it(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "ran").read_text().split() == [
-        str(venv / "python"), "-m", "envgen.fleet.task", str(moved)]
+        str(venv / "python"), "-m", "envgen.fleet.task", str(moved), "--target", "cpu"]
     # submitted from a folder without tasks.json: one sentence, exit 2
     r = subprocess.run(["bash", str(moved / "slurm/cpu.sbatch")],
                        env={**env, "SLURM_SUBMIT_DIR": str(tmp_path)}, cwd="/",
@@ -266,8 +269,11 @@ def passing_result(run: Path, index: int, **changes) -> dict:
     if task["level"] == "cpu":
         cert["host"]["gpus"] = []
     elif task.get("gpu"):
-        cert["host"]["gpus"] = [{"index": 0, "name": {"H100": "NVIDIA H100 80GB HBM3"}.get(
-            task["gpu"], task["gpu"])}]
+        cert["host"]["gpus"] = [{"index": i, "name": {"H100": "NVIDIA H100 80GB HBM3"}.get(
+            task["gpu"], task["gpu"])} for i in range(task["gpus"])]
+    if task.get("multi_gpu"):   # its GPUs trained together: the payload's multi-GPU checks
+        cert["report"]["checks"].append({"name": "multi_gpu_ddp", "passed": True,
+                                         "detail": f"DDP over {task['gpus']} GPUs"})
     return cert | changes
 
 
@@ -275,11 +281,14 @@ def test_a_failed_or_timed_out_task_is_never_a_pass(tmp_path, monkeypatch):
     f = fleet_of(tmp_path, GOOD)
     run = Path(slurm.write(f, tmp_path / "run")["folder"])
     slurm.record(run, [{"script": "slurm/h100.sbatch", "job_id": "101", "indices": [0, 1]},
-                       {"script": "slurm/cpu.sbatch", "job_id": "101", "indices": [2, 3]}])
+                       {"script": "slurm/cpu.sbatch", "job_id": "103", "indices": [2, 3]}])
     for i in range(4):   # every task wrote a passing certificate...
-        (run / "results" / f"{i}-101.json").write_text(json.dumps(passing_result(run, i)))
-    monkeypatch.setattr(slurm, "scheduler_states",   # ...but the scheduler says otherwise
-                        lambda jobs: (slurm.parse_sacct(SACCT), "sacct"))
+        job = "101" if i < 2 else "103"
+        (run / "results" / f"{i}-{job}.json").write_text(json.dumps(passing_result(run, i)))
+    # ...but the scheduler says otherwise (tasks 2 and 3 are array tasks 0 and 1 of job 103)
+    sacct = SACCT.replace("101_2|", "103_0|").replace("101_3|", "103_1|")
+    monkeypatch.setattr(slurm, "scheduler_states",
+                        lambda jobs: (slurm.parse_sacct(sacct), "sacct"))
     rows, _ = slurm.verdicts(run, f)
     assert [r["verdict"] for r in rows] == ["passed", "failed", "timed out", "cancelled"]
     (run / "results/0-101.json").rename(run / "results/0-99.json")
@@ -289,7 +298,7 @@ def test_a_failed_or_timed_out_task_is_never_a_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(slurm, "sbatch", lambda script, indices=None:
                         sent.append((Path(script).name, indices)) or "200")
     slurm.resubmit_failed(run, f)
-    assert sent == [("cpu.sbatch", [2]), ("h100.sbatch", [0, 1])]
+    assert sent == [("cpu.sbatch", [0]), ("h100.sbatch", [0, 1])]   # IDs in each array
 
 
 def test_a_missing_slurm_client_is_exit_3(tmp_path):

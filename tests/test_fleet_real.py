@@ -113,10 +113,12 @@ def test_a_job_array_certifies_and_reports_fails_and_timeouts(jax_cpu, cluster, 
     assert [(j["script"], j["indices"]) for j in again] == [
         ("slurm/cpu.sbatch", [1]), ("slurm/tiny.sbatch", [2, 3])]
     full = {**os.environ, **cluster.env}
-    for j in again:   # only those indices went back; stop them
+    ids = {t["index"]: t["array_index"]   # each target's array counts from 0
+           for t in json.loads((run / "tasks.json").read_text())["tasks"]}
+    for j in again:   # only those tasks went back (by their array IDs); stop them
         q = subprocess.run(["squeue", "-h", "-r", "-j", j["job_id"], "-o", "%K"],
                            capture_output=True, text=True, env=full)
-        assert sorted(int(x) for x in q.stdout.split()) == j["indices"], q
+        assert sorted(int(x) for x in q.stdout.split()) == [ids[i] for i in j["indices"]], q
         subprocess.run(["scancel", j["job_id"]], env=full, check=True)
     time.sleep(2)
     out = json.loads(envgen("fleet", str(fleet), "--slurm", "--collect", str(run), "--json",

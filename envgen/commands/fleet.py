@@ -59,6 +59,7 @@ def _slurm(args, fleet) -> int:
     if not args.output:
         raise InputError("envgen fleet --slurm needs -o DIR (or --collect DIR or "
                          "--resubmit-failed DIR)")
+    slurm.check(fleet, args.engine)   # what Slurm cannot take (exit 2) before asking it
     if args.submit:   # before anything is written: a partition this cluster lacks
         slurm.check_partitions(fleet)
     written = slurm.write(fleet, Path(args.output), engine=args.engine, python=args.python)

@@ -42,12 +42,14 @@ def manifest(task: Task, images: dict) -> dict:
     pull, image_id, tags = image_of(task, images)
     cuda = t.level == "cuda"
     timeout = max(60, t.seconds - 30)
-    payload, cmd = payload_command(task.resolved, cuda, timeout, t.steps)
+    # a CUDA target of several GPUs certifies them together (the payload's --multi-gpu)
+    payload, cmd = payload_command(task.resolved, cuda, timeout, t.steps, t.multi_gpu)
     # the pod completes it as certificate.finish does (pod.py: the standard library only)
     base = certificate.head(
-        image_id=image_id, tags=tags, profile=profile_of(t.level, t.gpus > 0, t.steps, False),
-        params={"gpus": "all" if cuda else "none", "steps": t.steps, "multi_gpu": False,
-                "timeout": timeout},
+        image_id=image_id, tags=tags,
+        profile=profile_of(t.level, t.gpus > 0, t.steps, t.multi_gpu),
+        params={"gpus": "all" if cuda else "none", "steps": t.steps,
+                "multi_gpu": t.multi_gpu, "timeout": timeout},
         stack=task.resolved, payload={"path": payload, "sha256": None}) | {"command": cmd}
     import json
     from importlib.resources import files

@@ -39,9 +39,11 @@ FIND_PYTHON = [
     ' or write the scripts with envgen fleet --python PATH" >&2',
     '  exit 3',
     'fi',
-    'exec "$envgen_py" -m envgen.fleet.task "$SLURM_SUBMIT_DIR"',
 ]
 SUBMITTED = "jobs.json"
+# A target's job array numbers its tasks from 0 (its task's index in tasks.json less the
+# target's first), and Slurm's default MaxArraySize (1001) takes array indices up to 1000.
+MAX_ARRAY = 1000
 FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 WAITING = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
            "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
@@ -56,13 +58,26 @@ def _safe_path(p: Path | str, what: str) -> str:
 
 
 def task_table(fleet: Fleet, engine: str) -> list[dict]:
-    return [{"index": t.index, "name": t.name, "spec": t.stack.spec, "image": t.stack.image,
-             "sif": t.stack.sif,
+    """Each task as tasks.json keeps it: `index` over the whole fleet (its result file and
+    jobs.json name it), `array_index` its task ID in its target's job array (from 0)."""
+    tasks = fleet.tasks()
+    first = {}
+    for t in tasks:
+        first.setdefault(t.target.name, t.index)
+    return [{"index": t.index, "array_index": t.index - first[t.target.name], "name": t.name,
+             "spec": t.stack.spec, "image": t.stack.image, "sif": t.stack.sif,
              "stack": t.resolved.stack, "target": t.target.name,
              "partition": t.target.partition, "gpus": t.target.gpus, "gpu": t.target.gpu,
+             "multi_gpu": t.target.multi_gpu,
              "time": t.target.slurm_time, "level": t.target.level, "steps": t.target.steps,
              "certify_timeout": min(86400, max(60, t.target.seconds + 60)), "engine": engine,
-             "script": f"slurm/{t.target.name}.sbatch"} for t in fleet.tasks()]
+             "script": f"slurm/{t.target.name}.sbatch"} for t in tasks]
+
+
+def array_index(task: dict) -> int:
+    """The task's ID in its job array (a folder written before arrays began at 0 numbered
+    them over the whole fleet)."""
+    return task.get("array_index", task["index"])
 
 
 def _refuse_other_submissions(out: Path, tasks: list[dict]) -> None:
@@ -82,22 +97,40 @@ def _refuse_other_submissions(out: Path, tasks: list[dict]) -> None:
                          f"remove {out / 'jobs.json'} first", file=str(out))
 
 
-def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = None) -> dict:
-    """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target. The scripts
-    name no path of this machine: logs/ is relative to the folder sbatch runs in, the
-    folder is $SLURM_SUBMIT_DIR, the interpreter `python` (a path or command on the nodes)
-    or the one FIND_PYTHON finds there."""
-    from ..core.files import write_atomic
+def check(fleet: Fleet, engine: str = "docker") -> None:
+    """What Slurm (and the engine) cannot take, refused at its line before anything is
+    written or asked of the cluster."""
     if engine == "apptainer":   # each task certifies a SIF on the shared file system
         bare = next((s for s in fleet.stacks if not s.sif), None)
         if bare is not None:
             raise InputError(f"stack {bare.spec!r} has no `sif:`; the apptainer engine "
                              f"certifies a SIF (make one with `envgen sif IMAGE -o FILE.sif`)",
                              file=fleet.path, line=bare.line)
+        multi = next((t for t in fleet.targets if t.multi_gpu), None)
+        if multi is not None:
+            raise InputError(f"target {multi.name!r}: gpus: {multi.gpus} asks for the "
+                             f"multi-GPU certification, which envgen certify runs on Docker "
+                             f"images, not on a SIF (give it gpus: 1, or use --engine docker)",
+                             file=fleet.path, line=multi.gpus_line or multi.line)
     missing = [t for t in fleet.targets if not t.partition]
     if missing:
         raise InputError(f"target {missing[0].name!r} has no `partition:` (Slurm needs one)",
                          file=fleet.path, line=missing[0].line)
+    if len(fleet.stacks) > MAX_ARRAY:
+        raise InputError(f"{len(fleet.stacks)} stacks make each target's job array "
+                         f"{len(fleet.stacks)} tasks, more than the {MAX_ARRAY} one array may "
+                         f"hold under Slurm's default MaxArraySize (1001); split the stacks "
+                         f"over several fleet files",
+                         file=fleet.path, line=fleet.stacks[MAX_ARRAY].line or None)
+
+
+def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = None) -> dict:
+    """DIR/tasks.json and DIR/slurm/TARGET.sbatch, one job array per target, numbered from
+    0. The scripts name no path of this machine: logs/ is relative to the folder sbatch
+    runs in, the folder is $SLURM_SUBMIT_DIR, the interpreter `python` (a path or command
+    on the nodes) or the one FIND_PYTHON finds there."""
+    from ..core.files import write_atomic
+    check(fleet, engine)
     out = out.resolve()
     if out.exists() and not out.is_dir():
         raise InputError("-o names a file; it takes the folder to write the job scripts in",
@@ -117,22 +150,23 @@ def write(fleet: Fleet, out: Path, engine: str = "docker", python: str | None = 
     write_atomic(out / "tasks.json", json.dumps(doc, indent=2) + "\n")
     scripts = []
     for t in fleet.targets:
-        indices = [x["index"] for x in tasks if x["target"] == t.name]
+        count = sum(x["target"] == t.name for x in tasks)
         source = Path(fleet.path).name   # a file name may hold a newline: not in a script
         source = f"; written from {source}" if re.fullmatch(r"[\w.+-]{1,100}", source) else ""
         lines = ["#!/bin/bash",
-                 f"# envgen fleet: certify {len(indices)} stack(s) on target {t.name} "
+                 f"# envgen fleet: certify {count} stack(s) on target {t.name} "
                  f"(level {t.level}){source}",
                  f"#SBATCH --job-name=envgen-{t.name}",
                  f"#SBATCH --partition={t.partition}",
                  f"#SBATCH --time={t.slurm_time}",
-                 f"#SBATCH --array={indices[0]}-{indices[-1]}",
+                 f"#SBATCH --array=0-{count - 1}",
                  "#SBATCH --output=logs/%A_%a.out",
                  "#SBATCH --ntasks=1"]
         if t.gpus:
             lines.append(f"#SBATCH --gres=gpu:{t.gpus}")
         lines += ["set -eu"] + ([f"envgen_py={shlex.quote(python)}"] if python else []) \
-            + FIND_PYTHON + [""]
+            + FIND_PYTHON + [f'exec "$envgen_py" -m envgen.fleet.task "$SLURM_SUBMIT_DIR" '
+                             f'--target {t.name}', ""]
         path = out / "slurm" / f"{t.name}.sbatch"
         write_atomic(path, "\n".join(lines))
         path.chmod(0o755)
@@ -210,8 +244,9 @@ TASKS_SCHEMA = {
     "type": "object", "required": ["tasks", "fleet_sha256"],
     "properties": {"tasks": {"type": "array", "maxItems": 100_000, "items": {
         "type": "object", "required": ["index", "stack", "spec", "target", "script"],
-        "properties": {"index": _INDEX, "stack": _TEXT, "spec": _TEXT, "target": _TEXT,
-                       "image": _MAYBE_TEXT, "sif": _MAYBE_TEXT, "script": _SCRIPT}}}}}
+        "properties": {"index": _INDEX, "array_index": _INDEX, "stack": _TEXT, "spec": _TEXT,
+                       "target": _TEXT, "image": _MAYBE_TEXT, "sif": _MAYBE_TEXT,
+                       "multi_gpu": {"type": "boolean"}, "script": _SCRIPT}}}}}
 JOBS_SCHEMA = {
     "type": "object", "required": ["submissions"],
     "properties": {"submissions": {"type": "array", "maxItems": 100_000, "items": {
@@ -424,6 +459,22 @@ def _judged(cert: dict, task: dict, submitted: str | None = None) -> str | None:
         if ran != {want}:
             return (f"its certificate ran on {', '.join(sorted(ran)) or 'no GPU'}, not on "
                     f"the target's {want}")
+    return _multi_gpu_problem(cert, task) if task.get("multi_gpu") else None
+
+
+def _multi_gpu_problem(cert: dict, task: dict) -> str | None:
+    """Why a multi-GPU task's certificate is not its run: fewer GPUs than the target's, or
+    no multi-GPU check that ran and passed (a payload that skips it certifies one GPU)."""
+    from ..certs.certificate import gpus_of
+    ran, want = len(gpus_of(cert)), task.get("gpus") or 2
+    if ran < want:
+        return f"its certificate ran on {ran} GPU(s), not on the target's {want}"
+    report = cert.get("report") if isinstance(cert.get("report"), dict) else {}
+    checks = [c for c in report.get("checks") or [] if isinstance(c, dict)
+              and str(c.get("name", "")).startswith("multi_gpu")]
+    if not checks or any(c.get("passed") is not True or c.get("skipped") for c in checks):
+        return (f"its certificate holds no multi-GPU check that ran and passed, which the "
+                f"target's gpus: {want} asks for")
     return None
 
 
@@ -467,7 +518,7 @@ def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
     out = []
     for t in doc["tasks"]:
         sub = latest.get(t["index"])
-        state = states.get((sub["job_id"], t["index"])) if sub else None
+        state = states.get((sub["job_id"], array_index(t))) if sub else None
         cert, why = _result(folder, t["index"], sub["job_id"] if sub else None)
         if cert is not None:
             why = _judged(cert, t, sub.get("submitted") if sub else None)
@@ -476,8 +527,9 @@ def verdicts(folder: Path, fleet: Fleet) -> tuple[list[dict], str]:
         out.append({"index": t["index"], "stack": t["stack"], "spec": t["spec"],
                     "target": t["target"], "verdict": verdict, "why": reason or None,
                     "state": state, "job_id": sub["job_id"] if sub else None,
-                    "log": (f"{folder}/logs/{sub['job_id']}_{t['index']}.out" if sub else None),
-                    "script": t["script"]})
+                    "log": (f"{folder}/logs/{sub['job_id']}_{array_index(t)}.out"
+                            if sub else None),
+                    "script": t["script"], "array_index": array_index(t)})
     return out, source
 
 
@@ -515,14 +567,17 @@ def store_passed(folder: Path, rows: list[dict]) -> list[str]:
 
 
 def resubmit_failed(folder: Path, fleet: Fleet) -> list[dict]:
+    """Send back each script's failed and timed-out tasks: sbatch is given their array
+    IDs, jobs.json their task indices."""
     rows, _ = verdicts(folder, fleet)
     done = []
     for script in sorted({r["script"] for r in rows}):
-        again = [r["index"] for r in rows if r["script"] == script
+        again = [r for r in rows if r["script"] == script
                  and r["verdict"] in ("failed", "timed out")]
         if again:
-            job = sbatch(str(folder / script), again)
-            done.append({"script": script, "job_id": job, "indices": again,
+            job = sbatch(str(folder / script), [r["array_index"] for r in again])
+            done.append({"script": script, "job_id": job,
+                         "indices": [r["index"] for r in again],
                          "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             record(folder, [done[-1]])
     return done

@@ -4,6 +4,7 @@ with `FILE:LINE` (exit 2). Not the hosts file of `envgen diff --hosts` and `repo
 (examples/fleet.yaml: hosts with their driver and GPUs), which diff.py reads."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -17,7 +18,12 @@ PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 # a spec is envgen's own grammar; this only keeps shells and option parsers out of it
 SPEC_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,=<>!~*+-]{0,199}")
 TIME = re.compile(r"(?:([0-9]{1,3})h)?(?:([0-9]{1,5})m)?(?:([0-9]{1,6})s)?")   # ASCII digits
+# Slurm's own forms (sbatch --time): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+SLURM_TIME = re.compile(r"(?:([0-9]{1,3})-)?([0-9]{1,5})(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?")
 LEVELS = ("cuda", "cpu")
+# stacks x targets: at most what tasks.json may hold for --submit and --collect to read it
+# back (fleet/slurm.py: MAX_STATE bytes, a task's entry at most about 1.6 KB)
+MAX_TASKS = 10_000
 # a task's time: at least Slurm's minute (a Kubernetes Job needs two: kubernetes.py), and
 # no longer than certify's own limit (a day), so the scheduler's limit and certify's agree
 MIN_SECONDS, MAX_SECONDS = 60, 86400
@@ -48,8 +54,8 @@ _TARGET = {
                         "message": "gpu_product {value} is not a GPU product label"},
         "gpus": {"type": "integer", "minimum": 0, "maximum": 64, "message": _COUNT},
         "time": {"type": ["string", "integer"],
-                 "message": "time {value} is not a duration like 30m, 2h, 1h30m or 90s (at "
-                            "least 1m, at most 24h)"},
+                 "message": "time {value} is not a duration like 30m, 2h, 1h30m, 90s or "
+                            "Slurm's 1:30:00 (at least 1m, at most 24h)"},
         "level": {"enum": list(LEVELS), "message": "level {value} must be cuda or cpu"},
         "steps": {"type": "integer", "minimum": 6, "maximum": 1_000_000,
                   "message": "steps {value} must be a whole number from 6 (the payload's "
@@ -114,6 +120,12 @@ class Target:
     steps: int | None
     line: int
     partition_line: int = 0
+    gpus_line: int = 0
+
+    @property
+    def multi_gpu(self) -> bool:
+        """A CUDA target of several GPUs certifies them together (certify --multi-gpu)."""
+        return self.level == "cuda" and self.gpus > 1
 
     @property
     def slurm_time(self) -> str:   # H:MM:SS (Slurm rounds up to whole minutes)
@@ -168,20 +180,39 @@ def _line(obj, key=None, default=None):
     return getattr(obj, "line", None) or default
 
 
+def _slurm_seconds(m: re.Match) -> int | None:
+    """Seconds of a SLURM_TIME match, read as sbatch reads it; None when a field after the
+    first is out of range (minutes or seconds past 59, the hours of D-HH past 23)."""
+    days, fields = m.group(1), [int(x) for x in m.groups()[1:] if x is not None]
+    if any(f > 59 for f in fields[1:]) or (days is not None and fields[0] > 23):
+        return None
+    if days is not None:              # D-HH, D-HH:MM, D-HH:MM:SS
+        h, mi, s = (fields + [0, 0])[:3]
+        return int(days) * 86400 + h * 3600 + mi * 60 + s
+    if len(fields) == 3:              # HH:MM:SS
+        return fields[0] * 3600 + fields[1] * 60 + fields[2]
+    mi, s = (fields + [0])[:2]        # MM, MM:SS
+    return mi * 60 + s
+
+
 def parse_seconds(value) -> int | None:
-    """'30m', '2h', '1h30m', '90s' or a number of minutes -> seconds; None when not one."""
+    """'30m', '2h', '1h30m', '90s', Slurm's forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM,
+    D-HH:MM:SS) or a number of minutes -> seconds; None when not one."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value * 60 if MIN_SECONDS <= value * 60 <= MAX_SECONDS else None
     if not isinstance(value, str) or not value or len(value) > 20:
         return None
-    m = TIME.fullmatch(value)
-    if not m or not any(m.groups()):
+    m, slurm = TIME.fullmatch(value), SLURM_TIME.fullmatch(value)
+    if m and any(m.groups()):
+        h, mi, s = (int(x) if x else 0 for x in m.groups())
+        total = h * 3600 + mi * 60 + s
+    elif slurm:
+        total = _slurm_seconds(slurm)
+    else:
         return None
-    h, mi, s = (int(x) if x else 0 for x in m.groups())
-    total = h * 3600 + mi * 60 + s
-    return total if MIN_SECONDS <= total <= MAX_SECONDS else None
+    return total if total is not None and MIN_SECONDS <= total <= MAX_SECONDS else None
 
 
 def _target(t, at, problems, products, seen) -> Target | None:
@@ -216,16 +247,20 @@ def _target(t, at, problems, products, seen) -> Target | None:
     if level == "cuda" and gpus == 0:
         bad("gpus", f"target {name!r}: level cuda needs at least one GPU (gpus: 1)")
         ok = False
+    if level == "cpu" and gpus:   # certify runs with --gpus none: they would sit idle
+        bad("gpus", f"target {name!r}: level cpu certifies with no GPU, so gpus: {gpus} would "
+                    f"reserve GPUs it never uses (leave gpus out, or write level: cuda)")
+        ok = False
     seconds = parse_seconds(t.get("time", "30m"))
     if seconds is None:
         bad("time", f"target {name!r}: time {shown(t.get('time'))} is not a duration like "
-                    f"30m, 2h, 1h30m or 90s (at least 1m, at most 24h)")
+                    f"30m, 2h, 1h30m, 90s or Slurm's 1:30:00 (at least 1m, at most 24h)")
         ok = False
     if not ok:
         return None
     return Target(name, t.get("partition"), product, gpu.name if gpu else None, gpus, seconds,
                   level, t.get("steps"), _line(t, "name", at) or 0,
-                  _line(t, "partition", at) or 0)
+                  _line(t, "partition", at) or 0, _line(t, "gpus", at) or 0)
 
 
 def _stack(s, at, problems) -> FleetStack | None:
@@ -258,6 +293,7 @@ def parse(doc, file: str, matrix, resolve_one) -> Fleet:
                          "`envgen report --hosts` read; `envgen fleet` takes a fleet spec "
                          "with `stacks:` and `targets:` (examples/certify-fleet.yaml)",
                          file=file, line=_line(doc, "hosts", 1))
+    _check_size(doc, file)
     _raise(form_problems(doc, FLEET_SPEC), file)
     problems: list[tuple[int | None, str]] = []
     stacks: list[FleetStack] = []
@@ -280,7 +316,6 @@ def parse(doc, file: str, matrix, resolve_one) -> Fleet:
             targets.append(got)
     _raise(problems, file)
     resolved = {}
-    import functools
     once = functools.lru_cache(maxsize=None)(resolve_one)   # a (spec, GPU) resolves once
     for i, s in enumerate(stacks):
         for t in targets:
@@ -299,6 +334,17 @@ def parse(doc, file: str, matrix, resolve_one) -> Fleet:
     return Fleet(file, sha, tuple(stacks), tuple(targets), resolved)
 
 
+def _check_size(doc, file) -> None:
+    """Refuse, before anything is built, a file whose stacks x targets make more tasks than
+    MAX_TASKS (a few lines can ask for hundreds of thousands)."""
+    stacks, targets = (len(doc.get(k)) if isinstance(doc.get(k), list) else 0
+                       for k in ("stacks", "targets"))
+    if stacks * targets > MAX_TASKS:
+        raise InputError(f"{stacks} stacks on {targets} targets make {stacks * targets} tasks, "
+                         f"more than the {MAX_TASKS} one fleet file may make; split it into "
+                         f"several fleet files", file=file, line=_line(doc, "stacks", 1))
+
+
 def _raise(problems, file) -> None:
     if problems:
         problems.sort(key=lambda p: p[0] or 0)
@@ -306,9 +352,43 @@ def _raise(problems, file) -> None:
                            for line, msg in problems])
 
 
+@functools.lru_cache(maxsize=1)
+def _loader():
+    """The matrix's line-aware loader without YAML 1.1's base-60 numbers: unquoted
+    `time: 1:30` is the text 1:30 (Slurm's 1 min 30 s), not the integer 90."""
+    from ..matrix.yamlfile import _loader as matrix_loader
+
+    class FleetLoader(matrix_loader()):
+        pass
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    FleetLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in found if tag not in numbers]
+        for first, found in matrix_loader().yaml_implicit_resolvers.items()}
+    FleetLoader.add_implicit_resolver(numbers[0], re.compile(
+        r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"))
+    FleetLoader.add_implicit_resolver(numbers[1], re.compile(
+        r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
+    return FleetLoader
+
+
+def load_text(text: str, path: str):
+    """The fleet file's document, read by _loader(); a file it cannot read is worded, with
+    its line, by the matrix's load_text (the same parser: it fails on it too)."""
+    import yaml
+
+    from ..matrix.yamlfile import load_text as matrix_load_text
+    try:
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader's subclass
+    except Exception:
+        matrix_load_text(text, path)   # raises MatrixError at the line
+        raise
+
+
 def load(path: str, matrix=None, resolve_one=None) -> Fleet:
     """Read and validate a fleet file; stacks resolve through envgen's resolver."""
-    from ..matrix.yamlfile import load_text, read_text
+    from ..matrix.yamlfile import read_text
     if matrix is None:
         from ..matrix import load_matrix
         matrix = load_matrix()

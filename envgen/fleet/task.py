@@ -1,8 +1,10 @@
 """One task of a fleet run, inside the scheduler's job: `python -m envgen.fleet.task DIR
-INDEX` (INDEX defaults to $SLURM_ARRAY_TASK_ID). Runs `envgen certify` on the task's stack
-(every value from DIR/tasks.json, passed as argv: no shell sees it), writes the certificate
-as one compact JSON line to DIR/results/INDEX-JOB.json and prints it in the log as
-`envgen-certificate: {...}`; exits with certify's exit code."""
+INDEX`, or `DIR --target NAME` (the task of target NAME whose array ID is
+$SLURM_ARRAY_TASK_ID: each target's job array counts from 0). Runs `envgen certify` on the
+task's stack (every value from DIR/tasks.json, passed as argv: no shell sees it), writes
+the certificate as one compact JSON line to DIR/results/INDEX-JOB.json (INDEX: the task's
+index in tasks.json) and prints it in the log as `envgen-certificate: {...}`; exits with
+certify's exit code."""
 from __future__ import annotations
 
 import json
@@ -38,6 +40,8 @@ def argv(task: dict, python: str = sys.executable) -> list[str]:
            "--timeout", str(task["certify_timeout"])]
     if task.get("steps"):
         cmd += ["--steps", str(task["steps"])]
+    if task.get("multi_gpu"):   # a CUDA target of several GPUs certifies them together
+        cmd.append("--multi-gpu")
     if engine == "apptainer":
         if not task.get("sif"):
             raise SystemExit(f"envgen fleet task: task {task['index']} has no sif to certify")
@@ -45,12 +49,23 @@ def argv(task: dict, python: str = sys.executable) -> list[str]:
     return [*cmd, "--", task["image"] or task["spec"]]
 
 
-def run(folder: Path, index: int) -> int:
+def find(tasks: list[dict], index: int, target: str | None = None) -> dict | None:
+    """Task `index` of the fleet, or with `target` the task of that target's job array
+    whose array ID is `index` (a folder written before arrays counted from 0 has none)."""
+    if target is None:
+        return next((t for t in tasks if t["index"] == index), None)
+    return next((t for t in tasks if t["target"] == target
+                 and t.get("array_index", t["index"]) == index), None)
+
+
+def run(folder: Path, index: int, target: str | None = None) -> int:
     tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
-    task = next((t for t in tasks if t["index"] == index), None)
+    task = find(tasks, index, target)
     if task is None:
-        print(f"envgen fleet task: no task {index} in {folder}/tasks.json", file=sys.stderr)
+        which = f"array task {index} of target {target}" if target else f"task {index}"
+        print(f"envgen fleet task: no {which} in {folder}/tasks.json", file=sys.stderr)
         return 2
+    index = task["index"]
     print(f"envgen fleet task {index}: {task['spec']} on {task['target']} "
           f"(level {task['level']})", file=sys.stderr, flush=True)
     proc = subprocess.Popen(argv(task), stdout=subprocess.PIPE, text=True)
@@ -85,13 +100,15 @@ def run(folder: Path, index: int) -> int:
 
 
 def main(args: list[str]) -> int:
-    folder = Path(args[0])
+    folder, target = Path(args[0]), None
+    if args[1:2] == ["--target"] and len(args) == 3:
+        target, args = args[2], args[:1]
     index = args[1] if len(args) > 1 else os.environ.get("SLURM_ARRAY_TASK_ID", "")
     if not index.isdigit():
         print("envgen fleet task: no task index (argument or SLURM_ARRAY_TASK_ID)",
               file=sys.stderr)
         return 2
-    return run(folder, int(index))
+    return run(folder, int(index), target)
 
 
 if __name__ == "__main__":
