@@ -493,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also rebuild each stack from the lock and compare layer digests")
     vf.add_argument("--no-pull", action="store_true",
                     help="do not pull a pinned digest that is not on this daemon")
+    vf.add_argument("--level", choices=["cpu", "cuda", "multi-gpu"],
+                    help="the lowest certificate level to accept (default: the one each "
+                         "stack needs: cuda for a CUDA stack)")
     vf.set_defaults(func=_later("verify"))
 
     df = sub.add_parser("diff", parents=[json_flag], help="what changes between matrices "

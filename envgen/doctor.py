@@ -93,7 +93,7 @@ def certified_here(m: Matrix, cert_list: list[dict], gpus: HostGpus) -> dict[str
         for row in on_host(cert_list, kinds, gpus.driver, gpu_of,
                            runs=lambda c: cert_runs(m, c, gpus.driver, known)):
             if row["passed"]:
-                out[row["stack"]] = {"level": "cuda", "created": row["created"],
+                out[row["stack"]] = {"level": row["level"], "created": row["created"],
                                      "image_id": row["image_id"],
                                      "where": certificate.where_text(
                                          {"gpu": row["gpu"], "count": row["gpu_count"],

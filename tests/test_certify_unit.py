@@ -88,7 +88,10 @@ def test_toolkit_host_gets_a_device_request_and_require_cuda_level(matrix):
                    FakeContainer(_report("cuda")), runtimes=("runc", "nvidia"))
     cert = certify(c, "x", parse_query(H200_SMI), gpus="0", matrix=matrix)
     req = c.create_kwargs["device_requests"][0]
-    assert req["DeviceIDs"] == ["0"] and cert["host"]["gpu_access"] == "toolkit"
+    # the daemon is told the GPU's UUID, not the index nvidia-smi gave it here (the daemon
+    # sits outside a Slurm job's cgroup, where GPU 0 may be another job's)
+    assert req["DeviceIDs"] == [parse_query(H200_SMI).gpus[0].uuid]
+    assert cert["host"]["gpu_access"] == "toolkit"
     assert c.create_kwargs["command"][c.create_kwargs["command"].index("--require") + 1] \
         == "cuda"
 

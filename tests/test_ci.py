@@ -74,9 +74,12 @@ def test_the_gpu_job_verifies_the_pushed_image_then_certifies_it_by_digest():
     download = next(s for s in steps if s.get("uses") == ci.DOWNLOAD_ARTIFACT)
     assert download["with"]["name"] == "envgen-cpu-${{ matrix.key }}"
     r = runs(gpu)
-    assert r.index('envgen verify "envgen-$ENVGEN_KEY.lock" --json') < \
+    # the build job's lock holds a CPU pass (--level cpu); the GPU lock is then verified
+    # at the level its CUDA stack needs
+    assert r.index('envgen verify "envgen-$ENVGEN_KEY.lock" --level cpu --json') < \
         r.index('envgen certify "$ENVGEN_IMAGE" --gpus all --json') < \
-        r.index('envgen lock "$ENVGEN_IMAGE" -o "envgen-$ENVGEN_KEY.lock" --json')
+        r.index('envgen lock "$ENVGEN_IMAGE" -o "envgen-$ENVGEN_KEY.lock" --json') < \
+        r.index('envgen verify "envgen-$ENVGEN_KEY.lock" --json')
     assert steps[-1]["with"]["name"] == "envgen-gpu-${{ matrix.key }}"
     assert gpu["strategy"]["max-parallel"] == 1
 

@@ -21,13 +21,21 @@ from envgen.resolve.stack import resolve
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "mini.yaml"
 PINNED = "sha256:" + "1" * 64
-PASSED = {"passed": True, "level": "cpu", "created": "2026-11-30T08:00:00Z"}
+
+
+def _mini_stack():
+    m = load_matrix(MINI)
+    return resolve(m, parse_spec("pytorch-cu121", m))
+
+
+# a pass of the stack the entries pin, on a GPU: what verify takes as certified
+PASSED = {"passed": True, "level": "cuda", "created": "2026-11-30T08:00:00Z",
+          "stack": _mini_stack().to_json()}
 
 
 @pytest.fixture(scope="module")
 def stack():
-    m = load_matrix(MINI)
-    return resolve(m, parse_spec("pytorch-cu121", m))
+    return _mini_stack()
 
 
 def probe_of(packages):
@@ -208,8 +216,9 @@ def test_verify_catches_a_package_changed_inside_a_pinned_image(tmp_path, monkey
     ids = []
     try:
         ids.append(_build_tiny(base, tag, "1.16.0", stack_json))
-        certs.save(made(image_id=ids[0], tags=[tag], stack=st.to_json(), gpus=[],
-                        driver=None, created="2026-11-30T08:00:00Z"))
+        # a pass on a GPU (the real H200 run's record): a CUDA stack needs one
+        certs.save(made(image_id=ids[0], tags=[tag], stack=st.to_json(),
+                        created="2026-11-30T08:00:00Z"))
         lock = tmp_path / "envgen.lock"
         assert main(["lock", tag, "-o", str(lock), "--json"]) == 0
         capsys.readouterr()

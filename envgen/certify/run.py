@@ -86,7 +86,7 @@ def _report(stdout: str) -> dict | None:
 def gpu_indices(gpus: str, host: HostGpus) -> list[int] | None:
     """The GPUs `--gpus` names on `host` (None for none); EnvironmentMissing when it asks
     for a GPU this host does not have."""
-    indices = gpu_access.parse_gpus(gpus, len(host.gpus))
+    indices = gpu_access.parse_gpus(gpus, host)   # its listing: the GPUs' UUIDs too
     if gpus not in ("none", "auto") and not indices:
         raise EnvironmentMissing(f"--gpus {gpus} asks for a GPU, but this host has none "
                                  f"({host.error or 'nvidia-smi lists no GPU'})")
@@ -218,6 +218,8 @@ def certify(engine: Engine, ref: str, host: HostGpus, gpus: str = "auto",
     return certificate.finish(
         start, report=report, code=code, started=started, preflight=notes,
         host={"driver": host.driver,
-              "gpus": [g.__dict__ for g in host.gpus if not indices or g.index in indices],
+              # the GPUs handed to the run: none for --gpus none (the host's others are
+              # not where it ran: docs/certificate-store.md keys it without them)
+              "gpus": [g.__dict__ for g in host.gpus if indices and g.index in indices],
               "gpu_access": box.gpu_access, **engine_host},
         **box.record())

@@ -140,21 +140,48 @@ def pass_problem(cert: dict) -> str | None:
         return (f"it claims a pass but its check {failed[0]!r} failed"
                 + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
     code = cert.get("exit_code")
-    if code != 0 or isinstance(code, bool):
+    if type(code) is not int or code != 0:   # 0.0 and False are no exit status
         return f"it claims a pass but the payload exited {_shown(code)}, not 0"
     if report.get("passed") is not True:
         return "it claims a pass but its payload's report did not pass"
     if not report["checks"]:
         return "it claims a pass with no checks run"
-    # the level is the payload's own (finish and the fleet's pod copy it from the report),
-    # and a GPU level needs the GPUs it ran on
-    if cert.get("level") != report.get("level"):
-        return (f"it claims level {_shown(cert.get('level'))} but its payload's report says "
+    if all(c.get("skipped") for c in report["checks"]):
+        return "it claims a pass but every check of its payload was skipped (none ran)"
+    return level_problem(cert) or payload_problem(cert)
+
+
+def level_problem(cert: dict) -> str | None:
+    """The level of a pass: the payload's own (finish and the fleet's pod copy it from the
+    report), the one its --require allowed, on the GPUs it ran on, with the device the
+    payload trained on named."""
+    report, level = cert["report"], cert.get("level")
+    if level not in LEVELS:
+        return f"it claims a pass with no level ({', '.join(LEVELS)})"
+    if level != report.get("level"):
+        return (f"it claims level {_shown(level)} but its payload's report says "
                 f"{_shown(report.get('level'))}")
-    need = {"cuda": 1, "multi-gpu": 2}.get(cert.get("level"), 0)
-    if len(gpus_of(cert)) < need:
-        return (f"it claims a pass at level {cert['level']} on {len(gpus_of(cert))} GPU(s); "
-                f"that level runs on at least {need}")
+    if report.get("require") == "cpu" and level != "cpu":
+        return f"it claims level {level} but its payload was run with --require cpu"
+    n = len(gpus_of(cert))
+    need = {"cuda": 1, "multi-gpu": 2}.get(level, 0)
+    if n < need:
+        return (f"it claims a pass at level {level} on {n} GPU(s); that level runs on at "
+                f"least {need}")
+    device = report.get("device", {"name": "-"})   # reports before the harness said none
+    if need and not (isinstance(device, dict) and device.get("name")):
+        return f"it claims a pass at level {level} but its payload's report names no GPU device"
+    return None
+
+
+def payload_problem(cert: dict) -> str | None:
+    """The report, where it names its payload (the harness's always do), is of the payload
+    the stack names (`smoke`: torch → torch_smoke)."""
+    smoke = cert["stack"].get("smoke") if isinstance(cert.get("stack"), dict) else None
+    ran = cert["report"].get("payload", f"{smoke}_smoke")
+    if isinstance(smoke, str) and ran != f"{smoke}_smoke":
+        return (f"its payload's report is of {_shown(ran)}, not {smoke}_smoke, the payload of "
+                f"its {cert['stack'].get('stack')} stack")
     return None
 
 
@@ -177,7 +204,16 @@ def profile_of(require: str, host_has_gpu: bool, steps: int | None, multi_gpu: b
 
 
 def gpus_of(cert: dict) -> list[str]:
-    """The names of the GPUs a certificate ran on, as nvidia-smi gave them."""
+    """The names of the GPUs a certificate ran on, as nvidia-smi gave them. None for a run
+    its payload was told to make on no GPU (--require cpu: `--gpus none`, a host without
+    GPUs) or that passed at level cpu (which only such a run does: a payload told to use
+    the GPU fails without it), whatever `host.gpus` lists: envgens before 2026-12-07
+    listed every GPU of the host for `--gpus none`. A run told to use the GPU that failed
+    at level cpu stays on its GPUs: that is where it failed."""
+    report = cert.get("report") if isinstance(cert.get("report"), dict) else {}
+    if report.get("require") == "cpu" or (cert.get("level") == "cpu"
+                                          and cert.get("passed") is True):
+        return []
     host = cert.get("host") if isinstance(cert.get("host"), dict) else {}
     gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
     return [str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")]

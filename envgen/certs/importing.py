@@ -57,12 +57,14 @@ def summary(cert: dict) -> dict:
 def run_import(names: list[str], labels_of=lambda _id: None, lock: dict | None = None,
                stores: bool = False) -> dict:
     """Judge and store each certificate of `names`: {"imported", "duplicates", "refused",
-    "certificates" [what was taken], "refusals" [{file, line, why}]}. A duplicate is a
+    "certificates" [what was taken], "refusals" [{file, line, why}], "conflicts" [a pass
+    and a failure of one key with the same `created`: the failure stays current],
+    "skipped" [{file, why}: a folder's links and FIFOs, not followed]}. A duplicate is a
     certificate this store has or this run saw before; with `stores` (merge), a store's
     current file and its history copy are one certificate, not a duplicate."""
-    taken, refusals, dup = [], [], 0
+    taken, refusals, conflicts, skipped, dup = [], [], [], [], 0
     seen: set[str] = set()
-    for file, line, cert, why in cert_inputs.read_inputs(names):
+    for file, line, cert, why in cert_inputs.read_inputs(names, skipped):
         if why is None:
             why = cert_trust.refusal(cert, labels_of, lock)
         if why is not None:
@@ -73,6 +75,7 @@ def run_import(names: list[str], labels_of=lambda _id: None, lock: dict | None =
             dup += not stores
             continue
         seen.add(cid)
+        rival = certs.tied(cert)
         try:
             result, path = certs.store(cert)
         except OSError as e:
@@ -80,8 +83,13 @@ def run_import(names: list[str], labels_of=lambda _id: None, lock: dict | None =
         if result == "duplicate":
             dup += 1
             continue
+        if rival is not None:
+            conflicts.append(summary(cert) | {"file": file, "line": line, "why": (
+                f"a pass and a failure of this image, profile, GPU and driver are both "
+                f"dated {cert['created']}: the failure stays current")})
         taken.append(summary(cert) | {"file": file, "line": line,
                                                   "current": result == "current",
                                                   "path": str(path)})
     return {"imported": len(taken), "duplicates": dup, "refused": len(refusals),
-            "certificates": taken, "refusals": refusals}
+            "certificates": taken, "refusals": refusals, "conflicts": conflicts,
+            "skipped": skipped}

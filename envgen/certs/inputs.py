@@ -5,7 +5,9 @@ nothing here raises for a bad input; cert_trust judges what parses."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -98,27 +100,53 @@ def _stdin():
     yield from from_text(text, "-")
 
 
-def folder_files(folder: Path) -> list[Path]:
-    """The *.json files under a folder (a store's history included), in a stable order;
-    links are not followed out of it."""
-    out = []
-    for p in sorted(folder.rglob("*.json")):
-        if not p.is_symlink() and p.is_file():
-            out.append(p)
+def folder_files(folder: Path, skipped: list | None = None) -> list[Path]:
+    """The *.json files under a folder (a store's history included), in a stable order.
+    Links are not followed (out of it, or into a FIFO), nor is anything but a regular file
+    read; each such entry goes into `skipped` as {file, why}, so that it is named."""
+    out: list[Path] = []
+    for p in _walk(folder, skipped if skipped is not None else []):
+        out.append(p)
         if len(out) > MAX_FILES:
             break
-    return out
+    return sorted(out)
 
 
-def read_inputs(names: list[str]):
-    """Each of FILE, FOLDER or `-`, in the order given."""
+def _walk(folder: Path, skipped: list):
+    """Regular *.json files under `folder`, without following a link;
+    a link (named *.json, or to a folder) or a *.json that is no regular file is skipped."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as e:
+        skipped.append({"file": str(folder), "why": f"cannot list it: {e.strerror or e}"})
+        return
+    for e in entries:
+        path = Path(e.path)
+        if e.is_symlink():
+            if e.name.endswith(".json") or path.is_dir():
+                skipped.append({"file": str(path), "why": "a symbolic link: not followed"})
+            continue
+        mode = e.stat(follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):
+            yield from _walk(path, skipped)
+        elif e.name.endswith(".json"):
+            if stat.S_ISREG(mode):
+                yield path
+            else:
+                skipped.append({"file": str(path), "why": "not a regular file (a FIFO, "
+                                                          "socket or device): not read"})
+
+
+def read_inputs(names: list[str], skipped: list | None = None):
+    """Each of FILE, FOLDER or `-`, in the order given; what a folder holds that is not
+    read (folder_files) goes into `skipped`."""
     for name in names:
         if name == "-":
             yield from _stdin()
             continue
         path = Path(name)
         if path.is_dir():
-            found = folder_files(path)
+            found = folder_files(path, skipped)
             if len(found) > MAX_FILES:
                 yield name, 1, None, f"holds more than {MAX_FILES} JSON files"
                 continue

@@ -124,7 +124,10 @@ def passed_over() -> list[str]:
 
 
 def _newest_first(certs) -> list[dict]:
-    return sorted(certs, key=lambda c: (c.get("created", ""), content_id(c)), reverse=True)
+    """Newest first; of two runs of the same time the failure first (a tie must not turn a
+    failure into a pass), then by content, so every store picks the same one."""
+    return sorted(certs, key=lambda c: (c.get("created", ""), not c.get("passed"),
+                                        content_id(c)), reverse=True)
 
 
 def _current_files(prefix: str = "") -> list[tuple[Path, dict]]:
@@ -214,6 +217,18 @@ def store(cert: dict, now: float | None = None) -> tuple[str, Path]:
         return ("current" if wrote else "duplicate"), target
 
 
+def tied(cert: dict) -> dict | None:
+    """The current certificate of `cert`'s key with the very same `created` and the other
+    verdict, if the store has one: the two runs cannot be ordered, so the failure stays
+    current (_newest_first) and the caller says so."""
+    image_id = cert.get("image_id")
+    if not isinstance(image_id, str) or not IMAGE_ID.fullmatch(image_id):
+        return None
+    return next((c for _, c in _current_files(image_id[7:])
+                 if key_of(c) == key_of(cert) and c.get("created") == cert.get("created")
+                 and bool(c.get("passed")) != bool(cert.get("passed"))), None)
+
+
 def save(cert: dict) -> Path:
     """Store a certificate just made here (certify); its path in the store."""
     return store(cert)[1]
@@ -256,6 +271,16 @@ def same_bits(cert: dict, image_id: str, content: str | None = None) -> bool:
     A certificate from before content keys matches by image ID alone."""
     return cert.get("image_id") == image_id or (
         bool(content) and cert.get("image_content") == content)
+
+
+def current_for(image_id: str, content: str | None = None) -> list[dict]:
+    """The current certificate of every key (profile, GPU, driver) of an image, or of an
+    image with the same content: what this store last found of it on each GPU and driver."""
+    if not IMAGE_ID.fullmatch(image_id or ""):
+        return []
+    if content is not None and not IMAGE_ID.fullmatch(content):
+        content = None
+    return [c for c in load_all() if same_bits(c, image_id, content)]
 
 
 def latest_for(image_id: str, content: str | None = None) -> dict | None:

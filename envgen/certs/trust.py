@@ -11,8 +11,29 @@ from ..core.model import Stack, stack_key
 from ..matrix.wire import stack_problems
 from .certificate import intrinsic_problem
 
+# What names an environment: the stack's name (a project's included) and its pins. The
+# rest of a stack (`reasons`, `licenses`, the matrix's hash, the driver floor derived from
+# the pins) describes it: editing a sentence of it must not make another stack of it.
+IDENTITY = ("stack", "framework", "packages", "python", "cuda", "cuda_release", "cudnn",
+            "nccl", "base", "index_url", "from_source", "extras", "env", "project",
+            "platform")
+
+
+def identity(stack) -> dict | None:
+    """The pins of a stack (as Stack.to_json writes them, so a field left at its default
+    compares equal), or None when it is no stack."""
+    try:
+        full = Stack.from_json(stack).to_json()
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return {k: full.get(k) for k in IDENTITY}
+
 
 def _same_stack(a, b) -> bool:
+    return identity(a) is not None and identity(a) == identity(b)
+
+
+def _same_words(a, b) -> bool:
     try:
         return Stack.from_json(a).to_json() == Stack.from_json(b).to_json()
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -34,11 +55,12 @@ def image_problem(cert: dict, labels_of) -> str | None:
     if label is None or stack_problems(label):
         return (f"image {short} on this daemon has no stack label envgen wrote, but the "
                 f"certificate claims {cert['stack']['stack']}")
-    if not _same_stack(label, cert["stack"]):
+    if not _same_words(label, cert["stack"]):   # the image's own label, to the letter
         here, claimed = _named(label), _named(cert["stack"])
         return (f"image {short} on this daemon is {here}, not the {claimed} the certificate "
                 f"claims" if here != claimed else
-                f"image {short} on this daemon carries another {here} stack (other pins) "
+                f"image {short} on this daemon carries another {here} stack "
+                f"({'other pins' if not _same_stack(label, cert['stack']) else 'other words'}) "
                 f"than the certificate claims") + " (forged or mismatched image ID)"
     return None
 
@@ -50,7 +72,8 @@ def _named(stack: dict) -> str:
 
 def lock_problem(cert: dict, lock: dict | None) -> str | None:
     """A lock entry of the certificate's stack pins the image of that very stack: a
-    certificate of the same stack with another image ID is not of the locked image."""
+    certificate of the same stack (its name and pins: `identity`, whatever its reasons
+    say) with another image ID is not of the locked image."""
     if not lock:
         return None
     st = cert["stack"]

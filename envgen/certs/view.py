@@ -82,5 +82,5 @@ def on_host(cert_list: list[dict], gpus, driver: str, gpu_of, runs=None) -> list
             "stack": stack_name(c), "passed": c["passed"], "created": c.get("created"),
             "image_id": c["image_id"], "gpu": w["gpu"], "gpu_count": w["count"],
             "driver": w["driver"], "exact_driver": w["driver"] == driver,
-            "profile": c.get("profile") or ""})
+            "profile": c.get("profile") or "", "level": c.get("level")})
     return [out[n] for n in sorted(out)]

@@ -79,6 +79,10 @@ def _take(args) -> int:
     code = 2 if r["refusals"] else 0
     for x in r["refusals"]:
         print(f"envgen: {x['file']}:{x['line']}: refused: {x['why']}", file=sys.stderr)
+    for x in r["skipped"]:   # named, so that nobody takes them for imported
+        print(f"envgen: {x['file']}: skipped: {x['why']}", file=sys.stderr)
+    for x in r["conflicts"]:
+        print(f"envgen: {x['file']}:{x['line']}: conflict: {x['why']}", file=sys.stderr)
     if args.json:
         out_json({**r, "refusals": [x | {"exit_code": 2} for x in r["refusals"]],
                   "images_compared": compared, "lock": lock_name, "exit_code": code})
@@ -90,6 +94,10 @@ def _take(args) -> int:
               f"{c['image_id'][7:19]} on {w}, {c['created']}"
               f"{'' if c['current'] else ' (an earlier run: into history)'}")
     print(f"{r['imported']} imported, {r['duplicates']} already here, {r['refused']} refused"
+          + (f", {len(r['skipped'])} skipped (links and FIFOs are not followed)"
+             if r["skipped"] else "")
+          + (f", {len(r['conflicts'])} conflict(s) of a pass and a failure of the same time "
+             f"(the failure stays current)" if r["conflicts"] else "")
           + ("" if compared else " (no Docker daemon: the images were not compared)"))
     return code
 

@@ -69,9 +69,7 @@ def run(args) -> int:
             raise InputError("--push pushes the images of the SPECs locked now; --merge "
                              "alone takes entries as they are and pushes nothing: push "
                              "with `envgen lock SPEC --push REPO` first, then merge")
-    entries, skipped = {}, []
-    for path in args.merge or ():
-        entries.update(lk.read_lock(path)["stacks"])
+    entries, skipped = _merged(args.merge or ()), []
     _check_output(args.output)
     if args.specs or not args.merge:
         wanted = _wanted(args, m)
@@ -113,6 +111,41 @@ def run(args) -> int:
         print(f"skipped {s}: {why}", file=sys.stderr)
     print(f"wrote {named(args.output)} ({len(data['stacks'])} stack(s))")
     return 0
+
+
+def _merged(paths) -> dict:
+    """The entries of the locks `--merge` names; the same stack in two of them must be the
+    very same entry: InputError (exit 2) naming both files and the stack when its image or
+    certificate differ (which one is right is a reviewer's call, not the order of the
+    arguments)."""
+    from ..lock.read import stack_line
+    entries: dict = {}
+    came_from: dict[str, str] = {}
+    for path in paths:
+        for name, entry in lk.read_lock(path)["stacks"].items():
+            if name in entries and entries[name] != entry:
+                raise InputError(
+                    f"lock --merge: stack {name} is pinned both here and in "
+                    f"{named(came_from[name])}:{stack_line(came_from[name], name) or 1}, "
+                    f"with {_difference(entries[name], entry)}; merge only one of them, or "
+                    f"lock the stack again", file=path, line=stack_line(path, name))
+            entries[name] = entry
+            came_from.setdefault(name, path)
+    return entries
+
+
+def _difference(old: dict, new: dict) -> str:
+    """What differs between two entries of one stack, in a few words."""
+    if old["image"]["id"] != new["image"]["id"]:
+        return f"image {new['image']['id'][:19]} here, {old['image']['id'][:19]} there"
+    if old.get("certificate") != new.get("certificate"):
+        def verdict(c):
+            return "none" if not c else (f"{'passed' if c.get('passed') else 'FAILED'} "
+                                         f"{c.get('created')}")
+        return (f"certificate {verdict(new.get('certificate'))} here, "
+                f"{verdict(old.get('certificate'))} there")
+    fields = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    return f"the same image and certificate, but another {', '.join(fields)}"
 
 
 def _check_output(path: str) -> None:

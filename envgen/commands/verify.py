@@ -33,7 +33,7 @@ def run(args) -> int:
         def pull(client, ref):
             quiet(f"pulling {ref}")
             return registry_pull(client, ref)
-    result = verify(c, lock, rebuild=rebuild, pull=pull)
+    result = verify(c, lock, rebuild=rebuild, pull=pull, level=args.level)
     if args.json:
         out_json(result)
         return 0 if result["ok"] else CheckFailed.exit_code

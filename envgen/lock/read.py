@@ -427,6 +427,15 @@ def parse_lock(text: str, name: str) -> dict:
     return data
 
 
+def stack_line(path: str | Path, name: str) -> int | None:
+    """The line of stack `name`'s entry in a lock file read_lock took (None when unread)."""
+    try:
+        text = read_regular(Path(path), MAX_LOCK_BYTES, "lock file").decode("utf-8")
+    except (OSError, UnicodeDecodeError, InputError):
+        return None
+    return _key_lines(text, 2).get(name)
+
+
 def read_lock(path: str | Path) -> dict:
     path = Path(path)
     if path.is_symlink():

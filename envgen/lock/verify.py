@@ -8,9 +8,11 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 
 from ..certs import store as certs
+from ..certs.certificate import where as ran_on
+from ..certs.certificate import where_text
 from ..certs.store import same_bits
 from ..core.errors import EnvgenError, EnvironmentMissing
-from ..core.model import CLOSURE_PROJECT_KEYS, Stack
+from ..core.model import CLOSURE_PROJECT_KEYS, Stack, stack_key
 from ..resolve.closure import parse_closure
 from .write import CLOSURE_IN_IMAGE, installed_packages
 
@@ -18,7 +20,9 @@ from .write import CLOSURE_IN_IMAGE, installed_packages
 NOT_CHECKED = (
     "base.id and base.reference: the base is checked through the image's own layers",
     "python.tag: the interpreter is checked through the image ID and its packages",
-    "certificate.report details: only its image ID, level and verdict are checked",
+    "certificate.report details: its image ID (or content), stack name and pins, level "
+    "(a CUDA stack needs a GPU run) and verdict are checked, and this host's store's "
+    "failures of the image",
     "created, updated and matrix_sha256: they describe the lock, not the images",
 )
 
@@ -80,10 +84,13 @@ def closure_drift(locked: list[dict], closure: dict | None, where: str) -> list[
     return out
 
 
-def _cert_drift(entry: dict, cert_for, content: str | None) -> list[dict]:
+def _cert_drift(entry: dict, cert_for, content: str | None, runs_for=certs.current_for,
+                level: str | None = None) -> list[dict]:
     """The lock's certificate, else this host's, of the pinned image or of one with
     `content`: the content the image found here has, never the lock's word for it (a lock
-    claiming another certified image's content would borrow its pass)."""
+    claiming another certified image's content would borrow its pass). It must be of the
+    entry's stack, at the level the stack needs, and passed; and a failure this host's
+    store holds of the image is drift whatever the lock's certificate says (`runs_for`)."""
     pinned = entry["image"]["id"]
     cert = entry.get("certificate")
     if cert is None:
@@ -91,16 +98,84 @@ def _cert_drift(entry: dict, cert_for, content: str | None) -> list[dict]:
         where = "this host's certificates"
     else:
         where = "the lock"
+    failures = _failed_here(pinned, cert, runs_for(pinned, content) if content
+                            else runs_for(pinned))
     if cert is None:
         return [_item("certificate", f"no certificate for the pinned image {pinned[:19]} "
-                      f"(run `envgen certify {pinned}`)")]
+                      f"(run `envgen certify {pinned}`)"), *failures]
     if where == "the lock" and not same_bits(cert, pinned, content):
         return [_item("certificate", f"the certificate in {where} is for "
-                      f"{str(cert.get('image_id'))[:19]}, not the pinned image {pinned[:19]}")]
+                      f"{str(cert.get('image_id'))[:19]}, not the pinned image {pinned[:19]}"),
+                *failures]
+    said = _stack_problem(entry["stack"], cert) or _level_problem(entry["stack"], cert, level)
+    if said:
+        return [_item("certificate", f"the certificate of {pinned[:19]} in {where} {said}"),
+                *failures]
     if not cert.get("passed"):
         return [_item("certificate", f"the certificate of {pinned[:19]} in {where} failed "
-                      f"(level {cert.get('level')}, {cert.get('created')})")]
-    return []
+                      f"(level {cert.get('level')}, {cert.get('created')})"), *failures]
+    return failures
+
+
+def _stack_problem(stack: dict, cert: dict) -> str | None:
+    """The certificate is of the entry's stack: its name, then its pins (cert_trust.identity,
+    whatever its reasons say)."""
+    from ..certs.trust import identity
+    from ..certs.view import stack_name
+    want = stack_key(stack["stack"], (stack.get("project") or {}).get("name"))
+    try:
+        got = stack_name(cert)
+    except (KeyError, TypeError, AttributeError):
+        return "names no stack"
+    if got != want:
+        return f"is of stack {got[:60]}, not of {want}"
+    if identity(cert["stack"]) != identity(stack):
+        return f"is of other pins of {want} than the lock's"
+    return None
+
+
+LEVELS = ("cpu", "cuda", "multi-gpu")
+
+
+def _level_problem(stack: dict, cert: dict, level: str | None = None) -> str | None:
+    """A stack with CUDA is certified by a run on a GPU (level cuda or multi-gpu); a run at
+    level cpu proves its training on the CPU only. `level` (verify --level): the lowest
+    level asked for instead (cpu: the lock a CI job's GPU step starts from)."""
+    if level is not None:
+        have = cert.get("level")
+        if have not in LEVELS or LEVELS.index(have) < LEVELS.index(level):
+            return f"is at level {have}, below the --level {level} asked for"
+        return None
+    if stack.get("cuda") and cert.get("level") not in ("cuda", "multi-gpu"):
+        return (f"is at level {cert.get('level')}: {stack['stack']} pins CUDA "
+                f"{stack['cuda']}, which only a run on a GPU certifies (envgen certify "
+                f"IMAGE --gpus all, then envgen lock IMAGE)")
+    return None
+
+
+def _failed_here(pinned: str, cert: dict | None, current: list[dict]) -> list[dict]:
+    """Each failure this host's store holds as the current run of a key of the image (on a
+    GPU and driver, or on no GPU), unless `cert` is a later pass of that very key (a tie
+    goes to the failure) or is that failure: a pass on another GPU or driver does not
+    undo it."""
+    out = []
+    for f in current:
+        if f.get("passed") or _answered(cert, f):
+            continue
+        out.append(_item("certificate", f"this host's certificates hold a failure of "
+                         f"{pinned[:19]} on {where_text(ran_on(f))} ({f.get('created')}"
+                         f"{', profile ' + f['profile'] if f.get('profile') else ''}): the "
+                         f"newest run of the image there failed", created=f.get("created")))
+    return out
+
+
+def _answered(cert: dict | None, failure: dict) -> bool:
+    """Whether `cert` (the lock's or the one chosen here) is a later pass of the failure's
+    key, or the failure itself (already said)."""
+    if cert is None or certs.key_of(cert) != certs.key_of(failure):
+        return False
+    mine, theirs = str(cert.get("created")), str(failure.get("created"))
+    return mine > theirs if cert.get("passed") else mine == theirs
 
 
 def _find_or_pull(c, entry: dict, pull) -> tuple[str | None, list[dict], bool]:
@@ -153,10 +228,12 @@ def _content(c, image: str | None) -> str | None:
 
 
 def verify_stack(c, name: str, entry: dict, probe=installed_packages,
-                 cert_for=certs.latest_for, rebuild=None, pull=None) -> dict:
+                 cert_for=certs.latest_for, rebuild=None, pull=None,
+                 runs_for=certs.current_for, level: str | None = None) -> dict:
     """{"ok", "drift": [...], "pulled"} for one locked stack. `pull(c, ref) -> image`
     fetches a pinned digest missing here; `rebuild(stack, tag, closure) -> (image ID,
-    layers)` builds the locked stack again from the lock's closure."""
+    layers)` builds the locked stack again from the lock's closure; `runs_for(image ID[,
+    content])`: this host's current certificates of the image (certs.current_for)."""
     current, drift, pulled = _find_or_pull(c, entry, pull)
     real = _content(c, current)
     claimed = entry["image"].get("content")
@@ -165,7 +242,8 @@ def verify_stack(c, name: str, entry: dict, probe=installed_packages,
                            f"{claimed[:19]}, the image {current[:19]} has {real[:19]}",
                            old=claimed, new=real))
     # a pass of another image with the same bits counts only when the image here has them
-    drift += _cert_drift(entry, cert_for, real if claimed and claimed == real else None)
+    drift += _cert_drift(entry, cert_for, real if claimed and claimed == real else None,
+                         runs_for, level)
     if current is not None:
         try:
             p = probe(c, current)

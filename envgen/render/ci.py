@@ -393,8 +393,9 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "steps": [
             python, install, login,
             {"uses": DOWNLOAD_ARTIFACT, "with": {"name": "envgen-cpu-${{ matrix.key }}"}},
-            {"name": "Verify: pull by digest, check image ID, certificate and closure",
-             "run": f"envgen verify {lock_file} --json"},
+            # the build job's lock carries its CPU pass: the GPU run is what comes next
+            {"name": "Verify: pull by digest, check image ID, CPU certificate and closure",
+             "run": f"envgen verify {lock_file} --level cpu --json"},
             {"name": "The pinned image",
              "run": f"image=$(python -c {shlex.quote(_READ_PINNED)} {lock_file})"
                     ' && echo "ENVGEN_IMAGE=$image" >> "$GITHUB_ENV"'},
@@ -402,6 +403,8 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
              "run": 'envgen certify "$ENVGEN_IMAGE" --gpus all --json'},
             {"name": "Lock the GPU certificate",
              "run": f'envgen lock "$ENVGEN_IMAGE" -o {lock_file} --json'},
+            {"name": "Verify the GPU lock",
+             "run": f"envgen verify {lock_file} --json"},
             {**upload, "with": {"name": "envgen-gpu-${{ matrix.key }}", **upload["with"]}},
         ],
     }
