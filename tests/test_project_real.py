@@ -80,7 +80,11 @@ def test_a_project_builds_over_the_stack_and_its_own_check_decides(tmp_path, bui
         assert entry["stack"]["project"]["files"][0]["dest"] == "check.py"
         assert entry["image"]["id"] == image
         assert "einops" in json.dumps(entry["requirements"])
+        # CI has no GPU: its certificate of this CUDA stack is at level cpu, which verify
+        # reports as drift unless asked for no more (--level cpu)
         v = envgen("verify", str(lock), "--json", cwd=proj, home=home)
+        assert v.returncode == 1 and "only a run on a GPU certifies" in v.stdout, v.stdout
+        v = envgen("verify", str(lock), "--level", "cpu", "--json", cwd=proj, home=home)
         assert v.returncode == 0, v.stdout[-1500:] + v.stderr[-1500:]
 
         # the team's check now fails: so does the certificate, and nothing is tagged
