@@ -18,7 +18,7 @@ from ..core.model import Stack
 from ..matrix.wire import IMAGE_ID, stack_problems
 
 SCHEMA = 1
-LEVELS = ("cuda", "cpu", "multi-gpu")
+LEVELS = ("cpu", "cuda", "multi-gpu")   # lowest first: verify --level compares by index
 SKEW_S = 300   # how far after this host's clock a `created` may be (clocks of a cluster drift)
 _CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z", re.ASCII)
 

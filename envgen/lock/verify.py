@@ -8,8 +8,8 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 
 from ..certs import store as certs
+from ..certs.certificate import LEVELS, where_text
 from ..certs.certificate import where as ran_on
-from ..certs.certificate import where_text
 from ..certs.store import same_bits
 from ..core.errors import EnvgenError, EnvironmentMissing
 from ..core.model import CLOSURE_PROJECT_KEYS, Stack, stack_key
@@ -132,9 +132,6 @@ def _stack_problem(stack: dict, cert: dict) -> str | None:
     if identity(cert["stack"]) != identity(stack):
         return f"is of other pins of {want} than the lock's"
     return None
-
-
-LEVELS = ("cpu", "cuda", "multi-gpu")
 
 
 def _level_problem(stack: dict, cert: dict, level: str | None = None) -> str | None:
