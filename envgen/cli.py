@@ -531,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
         who = parser.add_mutually_exclusive_group()
         who.add_argument("--as-me", dest="as_me", action="store_true", default=True,
                          help="run as your own uid:gid, so what the command writes to "
-                              "/workspace is yours (the default)")
+                              "/workspace is yours (the default; under sudo that is uid "
+                              "0, with no capabilities and no new privileges)")
         who.add_argument("--as-image-user", dest="as_me", action="store_false",
                          help="run as the image's own user (envgen's images: envgen, "
                               "UID 10001), as certification does; it may not write to "

@@ -163,3 +163,74 @@ def test_other_errors_are_not_retried():
     # an rlimit error that names no type: every ulimit goes
     assert run_profile.refused_by("error setting rlimit", run_profile.Profile()) == {
         "memlock", "stack"}
+
+
+def _gpus(*uuids):
+    from envgen.runtime.gpu_access import Gpu
+    return tuple(Gpu(i, u) for i, u in enumerate(uuids))
+
+
+@pytest.mark.parametrize("mode", ["toolkit", "cdi"])
+def test_the_docker_cli_forms_name_a_jobs_gpus_by_uuid_as_certification_does(mode):
+    """Inside a Slurm job the job's GPU 0 may be the node's GPU 2: the daemon numbers the
+    node's GPUs, so `envgen run` and Compose hand it the UUID, never the job's index."""
+    p = run_profile.Profile(gpu_mode=mode, gpus=_gpus("GPU-node2", "GPU-node3"))
+    flags = " ".join(p.gpu_flags())
+    assert "GPU-node2" in flags and "GPU-node3" in flags
+    assert "=0" not in flags and "device=0" not in flags
+    dev = p.compose("x/y:1", "s")["services"]["s"]["deploy"]["resources"]["reservations"]
+    ids = dev["devices"][0]["device_ids"]
+    assert all("GPU-node" in i for i in ids) and len(ids) == 2
+    # a GPU given by index alone (envgen profile, for another host) stays an index
+    assert "device=0,1" in " ".join(run_profile.Profile(gpu_mode="toolkit",
+                                                        gpus=(0, 1)).gpu_flags())
+
+
+def test_a_container_given_no_gpu_gets_none_from_a_runtime_that_gives_all_by_default():
+    """Every image says NVIDIA_VISIBLE_DEVICES=all; where NVIDIA's runtime is the default
+    (GPU Operator nodes, many DGX hosts), a container given no GPU would get them all."""
+    none = run_profile.Profile()
+    argv = none.docker_flags()
+    assert argv[argv.index("NVIDIA_VISIBLE_DEVICES=void") - 1] == "-e"
+    assert none.docker_kwargs()["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    pod = none.kubernetes("x/y:1", "s")["spec"]["containers"][0]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in pod["env"]
+    some = run_profile.Profile(gpu_mode="toolkit", gpus=(0,))
+    assert "NVIDIA_VISIBLE_DEVICES" not in some.environment()
+    every = run_profile.Profile(gpu_mode="toolkit", all_gpus=True)
+    assert "NVIDIA_VISIBLE_DEVICES" not in every.environment()
+
+
+def test_compose_cdi_devices_carry_the_capabilities_the_compose_specification_requires():
+    for gpus in ({"gpus": (0, 1)}, {"all_gpus": True}):
+        p = run_profile.Profile(gpu_mode="cdi", **gpus)
+        dev = p.compose("x/y:1", "s")["services"]["s"]["deploy"]["resources"][
+            "reservations"]["devices"][0]
+        assert dev["driver"] == "cdi" and dev["capabilities"] == ["gpu"]
+
+
+@pytest.mark.parametrize("user,uid,gid,noted", [
+    ("envgen", 10001, 10001, False), ("envgen:envgen", 10001, 10001, False),
+    ("1000:1000", 1000, 1000, False), ("1000", 1000, None, False),
+    ("trainer", 65534, 65534, True), ("trainer:staff", 65534, 65534, True)])
+def test_a_pod_always_runs_as_a_number_the_kubelet_can_check(user, uid, gid, noted):
+    """runAsNonRoot with an image user that is a name leaves the pod in
+    CreateContainerConfigError: the pod gets a uid, the image's own where it is known."""
+    p = run_profile.Profile(user=run_profile.user_for(user))
+    sec = p.kubernetes("x/y:1", "s")["spec"]["containers"][0]["securityContext"]
+    assert sec["runAsNonRoot"] is True and sec["runAsUser"] == uid
+    assert sec.get("runAsGroup") == gid
+    assert any("runAsUser" in n for n in p.notes("kubernetes")) == noted
+
+
+@pytest.mark.parametrize("name,want", [
+    ("pytorch-cu121", "pytorch-cu121"), ("transformers-4.44.2-cu121", "transformers-4-44-2-cu121"),
+    ("PyTorch_CU121+local", "pytorch-cu121-local"), ("a" * 64, "a" * 63),
+    ("-x-", "x"), ("+++", "envgen")])
+def test_container_and_service_names_are_rfc_1123_labels(name, want):
+    import re
+    assert run_profile.pod_name(name) == want
+    p = run_profile.Profile()
+    assert p.kubernetes("x/y:1", name)["spec"]["containers"][0]["name"] == want
+    assert list(p.compose("x/y:1", name)["services"]) == [want]
+    assert re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", want)

@@ -40,7 +40,7 @@ def run(args) -> int:
     if args.json:
         out_json({"image": image, "stack": name, "format": args.format,
                   "run_profile": profile.to_json(), "notes": profile.notes(args.format),
-                  "text": run_profile.render(profile, args.format, image, name.replace(".", "-"))})
+                  "text": run_profile.render(profile, args.format, image, name)})
     else:
-        print(run_profile.render(profile, args.format, image, name.replace(".", "-")), end="")
+        print(run_profile.render(profile, args.format, image, name), end="")
     return 0

@@ -52,7 +52,11 @@ class Profile:
     plan: gpu_access.GpuPlan | None = field(default=None, compare=False, repr=False)
 
     def environment(self) -> dict:
-        return {**NCCL_ENV, **dict(self.env)}
+        """NCCL's settings and the profile's own; with no GPUs, NVIDIA_VISIBLE_DEVICES=void
+        over the image's `all`: a host or node whose default runtime is NVIDIA's hands every
+        GPU to a container that asks for none otherwise (k8s-device-plugin#61)."""
+        hidden = {} if self.gpus or self.all_gpus else {"NVIDIA_VISIBLE_DEVICES": "void"}
+        return {**NCCL_ENV, **hidden, **dict(self.env)}
 
     def to_json(self) -> dict:
         """What a certificate records of how its container started."""
@@ -106,10 +110,10 @@ class Profile:
         if self.gpu_mode == "toolkit":
             if self.all_gpus:
                 return ["--gpus", "all"]
-            ids = ",".join(str(i) for i in self.gpus)
+            ids = ",".join(gpu_access.device_id(i) for i in self.gpus)
             return ["--gpus", f'"device={ids}","capabilities=compute,utility"']
         if self.gpu_mode == "cdi":
-            ids = ["all"] if self.all_gpus else self.gpus
+            ids = ["all"] if self.all_gpus else [gpu_access.device_id(i) for i in self.gpus]
             return [f for i in ids for f in ("--device", f"nvidia.com/gpu={i}")]
         kw = self.plan.run_kwargs if self.plan else {}
         flags = [f for d in kw.get("devices", []) for f in ("--device", d)]
@@ -129,30 +133,26 @@ class Profile:
         if not self.network:
             svc["network_mode"] = "none"
         if self.gpus or self.all_gpus:
-            which = {"count": "all"} if self.all_gpus else {
-                "device_ids": [str(i) for i in self.gpus]}
+            ids = [gpu_access.device_id(i) for i in self.gpus]
+            which = {"count": "all"} if self.all_gpus else {"device_ids": ids}
             dev = {"driver": "nvidia", **which, "capabilities": ["gpu", "compute", "utility"]}
-            if self.gpu_mode == "cdi":
-                ids = ["all"] if self.all_gpus else self.gpus
-                dev = {"driver": "cdi", "device_ids": [f"nvidia.com/gpu={i}" for i in ids]}
+            if self.gpu_mode == "cdi":   # the Compose Specification requires capabilities
+                dev = {"driver": "cdi", "device_ids": [
+                    f"nvidia.com/gpu={i}" for i in (["all"] if self.all_gpus else ids)],
+                       "capabilities": ["gpu"]}
             svc["deploy"] = {"resources": {"reservations": {"devices": [dev]}}}
-        return {"services": {name: svc}}
+        return {"services": {pod_name(name): svc}}
 
     def kubernetes(self, image: str, name: str) -> dict:
         """A pod spec fragment: /dev/shm as a memory-backed emptyDir of the same size, the
         GPUs through the NVIDIA device plugin's nvidia.com/gpu resource. A pod spec has no
         ulimits: they are the container runtime's (see `notes`)."""
-        from ..core.image import UID
-        user = f"{UID}:{UID}" if self.user == "envgen" else self.user   # the image's user
-        uid, _, gid = user.partition(":")
-        sec = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-        if uid.isdigit():
-            sec["runAsUser"] = int(uid)
-            if gid.isdigit():
-                sec["runAsGroup"] = int(gid)
-        else:
-            sec["runAsNonRoot"] = True
-        container = {"name": name, "image": image,
+        uid, gid = self._pod_user()
+        sec = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+               "runAsNonRoot": True, "runAsUser": uid}
+        if gid is not None:
+            sec["runAsGroup"] = gid
+        container = {"name": pod_name(name), "image": image,
                      "env": [{"name": k, "value": v} for k, v in self.environment().items()],
                      "securityContext": sec,
                      "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
@@ -163,6 +163,18 @@ class Profile:
                          "volumes": [{"name": "dshm", "emptyDir": {
                              "medium": "Memory", "sizeLimit": f"{size[:-1]}{size[-1]}i"}}]}}
 
+    def _pod_user(self) -> tuple[int, int | None]:
+        """(uid, gid) of the pod's securityContext: the kubelet refuses runAsNonRoot for an
+        image whose user is a name it cannot check, so a name other than envgen's own runs
+        as nobody (notes() says so)."""
+        from ..core.image import UID
+        user, _, group = self.user.partition(":")
+        if user == "envgen" and group in ("", "envgen"):
+            return UID, UID
+        if user.isdigit():
+            return int(user), int(group) if group.isdigit() else None
+        return 65534, 65534
+
     def notes(self, fmt: str) -> list[str]:
         if fmt != "kubernetes":
             return []
@@ -170,6 +182,11 @@ class Profile:
         notes = [f"a pod spec cannot set ulimits ({limits}): set them in the container "
                  f"runtime (containerd's systemd unit: LimitMEMLOCK=infinity, "
                  f"LimitSTACK=67108864)"]
+        user = self.user.partition(":")[0]
+        if not user.isdigit() and self._pod_user()[0] == 65534:
+            notes.append(f"the image's user {self.user[:40]} is a name, which a pod with "
+                         f"runAsNonRoot cannot check: it runs as 65534 (nobody) here; set "
+                         f"runAsUser to that user's uid")
         if self.all_gpus:
             notes.append("nvidia.com/gpu is a count: 1 here; raise it to the GPUs the pod "
                          "should get")
@@ -311,6 +328,15 @@ def for_stack(cuda: bool, gpus: list[int] | None, mode: str, image_user: str) ->
         return Profile(user=user_for(image_user), network=True)
     return Profile(gpu_mode=mode, gpus=tuple(gpus or ()), all_gpus=gpus is None,
                    user=user_for(image_user), network=True)
+
+
+def pod_name(name: str) -> str:
+    """A stack's name as Kubernetes and Compose take a container or service name (an RFC
+    1123 label: lower case letters, digits and '-', 63 at most, a letter or digit at each
+    end): a stack's own name may hold upper case, '.', '_' and '+'."""
+    import re
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower())[:63].strip("-")
+    return label or "envgen"
 
 
 def render(profile: Profile, fmt: str, image: str, name: str, command=()) -> str:
