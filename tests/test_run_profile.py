@@ -234,3 +234,22 @@ def test_container_and_service_names_are_rfc_1123_labels(name, want):
     assert p.kubernetes("x/y:1", name)["spec"]["containers"][0]["name"] == want
     assert list(p.compose("x/y:1", name)["services"]) == [want]
     assert re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", want)
+
+
+def test_device_nodes_find_the_drivers_libraries_on_an_arm64_host(monkeypatch):
+    """`ldconfig -p` marks an aarch64 library "AArch64", not "x86-64": on a Grace host the
+    device-node mode must still find libcuda, or it refuses a host that has it."""
+    from types import SimpleNamespace
+
+    from envgen.runtime import gpu_access
+    listing = ("\tlibcuda.so.1 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libcuda.so.1\n"
+               "\tlibnvidia-ml.so.1 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/"
+               "libnvidia-ml.so.1\n")
+    monkeypatch.setattr(gpu_access.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(gpu_access.os.path, "isdir", lambda p: False)
+    monkeypatch.setattr(gpu_access.os.path, "exists", lambda p: "nvidia-smi" not in p)
+    monkeypatch.setattr(gpu_access.subprocess, "run",
+                        lambda *a, **k: SimpleNamespace(stdout=listing))
+    volumes, env = gpu_access._driver_binds()
+    assert any(v["bind"].endswith("/libcuda.so.1") for v in volumes.values())
+    assert env["LD_LIBRARY_PATH"].endswith("/lib64")

@@ -341,8 +341,10 @@ def dockerfile_view(stack: Stack, closure: Closure, base_ref: str | None = None,
            ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")]
     if stack.require_cuda:
         env.append(("NVIDIA_REQUIRE_CUDA", stack.require_cuda))
-    if base.cuda_compat:
-        env.append(("LD_LIBRARY_PATH", "/usr/local/cuda/compat:/usr/local/nvidia/lib64"))
+    # A base with NVIDIA's forward-compatibility libraries (cuda_compat) keeps its own
+    # LD_LIBRARY_PATH: the Container Toolkit mounts /usr/local/cuda/compat's libcuda only
+    # where it is newer than the host's driver. Put first on the path, it would be loaded on
+    # a newer driver too, and CUDA stops there with error 803 (system driver mismatch).
     # what the frameworks in it read at run time (KERAS_BACKEND), set after the install
     # steps: those then match, cache hit for cache hit, the stack they are installed over
     run_env = list(stack.env)

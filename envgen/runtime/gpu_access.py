@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import platform
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -154,6 +155,10 @@ def detect_mode(docker_info: dict) -> str:
     return "devices"
 
 
+# how `ldconfig -p` marks a library of the machine's own kind (64-bit, not a 32-bit copy)
+_LDCONFIG_ARCH = {"x86_64": "x86-64", "aarch64": "AArch64"}
+
+
 def _driver_binds() -> tuple[dict, dict]:
     """Volumes and env that put the host driver's user-space files into a container."""
     if os.path.isdir(DRIVER_DIR):
@@ -169,7 +174,8 @@ def _driver_binds() -> tuple[dict, dict]:
     for line in cache.splitlines():
         path = line.rsplit("=>", 1)[-1].strip()
         if any(os.path.basename(path).startswith(lib) for lib in DRIVER_LIBS) \
-                and "x86-64" in line and os.path.exists(path):
+                and _LDCONFIG_ARCH.get(platform.machine(), "x86-64") in line \
+                and os.path.exists(path):
             real = os.path.realpath(path)
             volumes[real] = {"bind": f"{DRIVER_DIR}/lib64/{os.path.basename(path)}",
                              "mode": "ro"}
