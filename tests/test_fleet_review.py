@@ -13,7 +13,7 @@ from test_certify_unit import FakeClient, FakeContainer, FakeImage, _report, _st
 from test_fleet import GOOD, fleet_of, passing_result, problems
 
 from envgen.core.errors import EnvironmentMissing, InputError, MatrixError
-from envgen.fleet import kubernetes, slurm, spec, task
+from envgen.fleet import kubernetes, slurm, spec, state, task
 from envgen.runtime import gpu_access, host
 from envgen.runtime.apptainer import exec_options
 
@@ -94,10 +94,11 @@ def test_certify_hands_the_daemon_the_jobs_gpu_and_its_certificate_names_it(monk
 
 
 def test_apptainer_keeps_the_jobs_allocation_through_cleanenv():
-    """--cleanenv drops Slurm's CUDA_VISIBLE_DEVICES; the one certify sets is the job's."""
-    for listing, want in ((EIGHT, "CUDA_VISIBLE_DEVICES=5"), (ONE, "CUDA_VISIBLE_DEVICES=0")):
+    """--cleanenv drops Slurm's CUDA_VISIBLE_DEVICES; the one certify sets is the job's GPU,
+    by its UUID, with or without ConstrainDevices."""
+    for listing in (EIGHT, ONE):
         opts, _ = exec_options(True, False, gpu_access.parse_gpus("all", listing, SLURM_GPU_5))
-        assert want in opts
+        assert "CUDA_VISIBLE_DEVICES=GPU-00000005-aaaa" in opts
 
 
 def test_device_nodes_are_the_gpus_minor_numbers_not_the_jobs_indices(tmp_path, monkeypatch):
@@ -142,7 +143,7 @@ def test_the_most_tasks_a_file_may_make_fit_the_state_files_collect_reads():
              "steps": 1_000_000, "certify_timeout": 86400, "engine": "apptainer",
              "script": "slurm/" + "t" * 32 + ".sbatch"}
     size = len(json.dumps({"tasks": [worst]}, indent=2))
-    assert spec.MAX_TASKS * size < slurm.MAX_STATE
+    assert spec.MAX_TASKS * size < state.MAX_STATE
     assert spec.MAX_TASKS <= slurm.TASKS_SCHEMA["properties"]["tasks"]["maxItems"]
 
 

@@ -132,20 +132,20 @@ def test_a_certificate_store_edited_by_hand_says_what_it_passed_over(tmp_path, m
 
 
 def test_a_fleet_state_file_that_is_not_envgens_is_one_sentence_with_its_line(tmp_path):
-    from envgen.fleet.slurm import TASKS_SCHEMA, _read_json
+    from envgen.fleet.state import TASKS_SCHEMA, read_json
     p = tmp_path / "tasks.json"
     p.write_text('{\n  "tasks": [,]\n}\n')
     with pytest.raises(InputError) as e:
-        _read_json(p, None, TASKS_SCHEMA)
+        read_json(p, None, TASKS_SCHEMA)
     assert e.value.line == 2 and "not JSON (" in e.value.message
     p.write_text("[" * 100_000)
     with pytest.raises(InputError, match="nested too deeply"):
-        _read_json(p, None, TASKS_SCHEMA)
+        read_json(p, None, TASKS_SCHEMA)
     p.unlink()
     (tmp_path / "elsewhere.json").write_text("{}")
     p.symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(InputError, match="a symbolic link"):
-        _read_json(p, None, TASKS_SCHEMA)
+        read_json(p, None, TASKS_SCHEMA)
 
 
 def test_a_lock_problem_is_told_at_its_own_key_not_a_same_named_one_deeper_in(tmp_path):

@@ -22,7 +22,7 @@ TIME = re.compile(r"(?:([0-9]{1,3})h)?(?:([0-9]{1,5})m)?(?:([0-9]{1,6})s)?")   #
 SLURM_TIME = re.compile(r"(?:([0-9]{1,3})-)?([0-9]{1,5})(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?")
 LEVELS = ("cuda", "cpu")
 # stacks x targets: at most what tasks.json may hold for --submit and --collect to read it
-# back (fleet/slurm.py: MAX_STATE bytes, a task's entry at most about 1.6 KB)
+# back (fleet/state.py: MAX_STATE bytes, a task's entry at most about 1.6 KB)
 MAX_TASKS = 10_000
 # a task's time: at least Slurm's minute (a Kubernetes Job needs two: kubernetes.py), and
 # no longer than certify's own limit (a day), so the scheduler's limit and certify's agree

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..core.errors import EnvgenError, InputError, named, shown
+
 LINE_PREFIX = "envgen-certificate: "
 ENGINES = ("docker", "apptainer")   # apptainer: `envgen certify FILE.sif` (no daemon)
 
@@ -30,11 +32,33 @@ def result_name(index: int, job: str | None = None) -> str:
     return f"{index}-{job or 'nojob'}.json"
 
 
-def argv(task: dict, python: str = sys.executable) -> list[str]:
-    """The certify command of a task, as an argument list."""
+USAGE = "python -m envgen.fleet.task DIR [INDEX | --target NAME]"
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def problems(task: dict) -> list[str]:
+    """What a task of tasks.json lacks of the values its certify command takes (whole
+    numbers: a schema's integer would take 90.0)."""
+    from .spec import LEVELS
     engine = task.get("engine", "docker")
+    found = []
     if engine not in ENGINES:
-        raise SystemExit(f"envgen fleet task: engine {engine!r} is not supported here")
+        found.append(f"engine {shown(engine)} is not one of {', '.join(ENGINES)}")
+    if task.get("level") not in LEVELS:
+        found.append(f"level {shown(task.get('level'))} is not one of {', '.join(LEVELS)}")
+    if not _whole(task.get("certify_timeout")):
+        found.append("it has no certify_timeout (a whole number of seconds)")
+    if task.get("steps") is not None and not _whole(task["steps"]):
+        found.append(f"steps {shown(task['steps'])} is not a whole number")
+    if engine == "apptainer" and not task.get("sif"):
+        found.append("it has no sif to certify")
+    return found
+
+
+def argv(task: dict, python: str = sys.executable) -> list[str]:
+    """The certify command of a task (one problems() passes), as an argument list."""
+    engine = task.get("engine", "docker")
     cmd = [python, "-m", "envgen", "certify", "--json",
            "--gpus", "none" if task["level"] == "cpu" else "all",
            "--timeout", str(task["certify_timeout"])]
@@ -43,8 +67,6 @@ def argv(task: dict, python: str = sys.executable) -> list[str]:
     if task.get("multi_gpu"):   # a CUDA target of several GPUs certifies them together
         cmd.append("--multi-gpu")
     if engine == "apptainer":
-        if not task.get("sif"):
-            raise SystemExit(f"envgen fleet task: task {task['index']} has no sif to certify")
         return [*cmd, "--", task["sif"]]
     return [*cmd, "--", task["image"] or task["spec"]]
 
@@ -58,13 +80,42 @@ def find(tasks: list[dict], index: int, target: str | None = None) -> dict | Non
                  and t.get("array_index", t["index"]) == index), None)
 
 
-def run(folder: Path, index: int, target: str | None = None) -> int:
-    tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
-    task = find(tasks, index, target)
+def _read_tasks(folder: Path) -> list[dict]:
+    """DIR/tasks.json's tasks, read as --collect reads them (state.read_json): InputError
+    (exit 2) naming the folder or the file when it is not what `envgen fleet` wrote."""
+    from .state import TASKS_SCHEMA, read_json
+    if not folder.is_dir():
+        raise InputError(f"{named(str(folder))} is not a folder: give the folder `envgen "
+                         f"fleet FILE --slurm -o DIR` wrote")
+    doc = read_json(folder / "tasks.json", None, TASKS_SCHEMA)
+    if doc is None:
+        raise InputError(f"{named(str(folder))} holds no tasks.json: write it with `envgen "
+                         f"fleet FILE --slurm -o DIR`")
+    return doc["tasks"]
+
+
+def load(folder: Path, index: int, target: str | None = None) -> dict:
+    """The task to run, from DIR/tasks.json (_read_tasks), holding what argv() reads;
+    InputError (exit 2) naming the file otherwise."""
+    path = folder / "tasks.json"
+    task = find(_read_tasks(folder), index, target)
     if task is None:
         which = f"array task {index} of target {target}" if target else f"task {index}"
-        print(f"envgen fleet task: no {which} in {folder}/tasks.json", file=sys.stderr)
-        return 2
+        raise InputError(f"no {which} in it", file=str(path))
+    found = problems(task)
+    if found:
+        more = f" (and {len(found) - 1} more problem(s))" if len(found) > 1 else ""
+        raise InputError(f"not envgen's fleet state: task {task['index']}: {found[0]}{more}",
+                         file=str(path))
+    return task
+
+
+def run(folder: Path, index: int, target: str | None = None) -> int:
+    try:
+        task = load(folder, index, target)
+    except EnvgenError as e:
+        print(f"envgen fleet task: {e}", file=sys.stderr)
+        return e.exit_code
     index = task["index"]
     print(f"envgen fleet task {index}: {task['spec']} on {task['target']} "
           f"(level {task['level']})", file=sys.stderr, flush=True)
@@ -100,6 +151,10 @@ def run(folder: Path, index: int, target: str | None = None) -> int:
 
 
 def main(args: list[str]) -> int:
+    if not args or not args[0] or len(args) > 3 or (len(args) == 3 and args[1] != "--target"):
+        print(f"envgen fleet task: usage: {USAGE} (INDEX: else SLURM_ARRAY_TASK_ID)",
+              file=sys.stderr)
+        return 2
     folder, target = Path(args[0]), None
     if args[1:2] == ["--target"] and len(args) == 3:
         target, args = args[2], args[:1]

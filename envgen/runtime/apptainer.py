@@ -150,6 +150,31 @@ def labels(sif: Path, timeout: float = 120) -> dict:
 BOUND_PAYLOAD = "/opt/envgen-payload"   # where a certification binds the payload, read-only
 
 
+def bind_arg(host: str, inside: str, mode: str = "",
+             fix: str = "move it to a path without them") -> str:
+    """`--bind`'s value HOST:INSIDE[:MODE]. Apptainer splits it at ',' (one bind from the
+    next) and ':' (source, destination, options) and reads no escape: a folder whose path
+    holds either is refused (InputError, exit 2), `fix` saying what to change."""
+    for path in (host, inside):
+        bad = next((c for c in ",:" if c in path), None)
+        if bad:
+            raise InputError(f"apptainer cannot bind the folder {shown(path, 200)}: its "
+                             f"--bind reads the {bad!r} in the path as a separator; {fix}")
+    return f"{host}:{inside}{':' + mode if mode else ''}"
+
+
+def visible_devices(gpus) -> dict:
+    """The environment that makes CUDA in the container use exactly `gpus` (parse_gpus's):
+    their UUIDs when every one is known, else nvidia-smi's indices, read in nvidia-smi's
+    order (PCI bus), not CUDA's default (fastest first), which may name another GPU on a
+    node of mixed models."""
+    from .gpu_access import device_id
+    ids = [device_id(g) for g in gpus]
+    if not all(getattr(g, "uuid", "") for g in gpus):
+        ids = [str(int(g)) for g in gpus]
+    return {"CUDA_VISIBLE_DEVICES": ",".join(ids), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
 def exec_options(nv: bool, as_root: bool, gpus: list[int] | None) -> tuple[list[str], dict]:
     """`apptainer exec`'s options for a certification run, and what they isolate."""
     from ..core.image import UID
@@ -161,7 +186,7 @@ def exec_options(nv: bool, as_root: bool, gpus: list[int] | None) -> tuple[list[
     env = dict(NCCL_ENV)
     if nv:
         opts.append("--nv")
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus or ())
+        env.update(visible_devices(gpus or ()))
     for key, value in sorted(env.items()):
         opts += ["--env", f"{key}={value}"]
     isolation = {

@@ -209,7 +209,11 @@ class ApptainerSandbox:
     ended = "its processes were ended"
 
     def __init__(self, engine: ApptainerEngine, target: Target, gpus, payload):
-        from .apptainer import exec_options
+        from ..core import home
+        from .apptainer import BOUND_PAYLOAD, bind_arg, exec_options
+        # the payload is bound from a folder under ENVGEN_HOME: refused before it is made
+        bind_arg(str(home.scratch_dir()), BOUND_PAYLOAD,
+                 fix="set ENVGEN_HOME to a folder whose path has neither ',' nor ':'")
         self.engine, self.target, self.files = engine, target, tuple(payload)
         self.options, self.isolation = exec_options(bool(gpus), os.geteuid() == 0, gpus)
         self.gpu_access = "apptainer --nv" if gpus else "none"
@@ -363,7 +367,7 @@ class ApptainerEngine:
         (host folder, folder inside, mode) triples, shown to a wrapper too."""
         from . import apptainer
         bind_args = [a for h, inside, mode in binds
-                     for a in ("--bind", f"{h}:{inside}{':' + mode if mode else ''}")]
+                     for a in ("--bind", apptainer.bind_arg(h, inside, mode))]
         shown = (str(Path(image).parent), *(h for h, _, _ in binds))
         return apptainer.run(["exec", *options, *bind_args, str(image), *argv], timeout,
                              binds=shown, on_stderr_line=on_stderr_line)
