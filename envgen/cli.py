@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "535.104.05..550.54.14")
     df.add_argument("--gpu", metavar="NAME", help="judge the stacks on this GPU, e.g. H100")
     df.add_argument("--hosts", "--fleet", dest="fleet", metavar="FILE", type=_path,
-                    help="a hosts file: a YAML list of hosts (name, driver, gpus) to judge "
+                    help="a hosts file: a mapping `hosts:` [{name, driver, gpus}, ...] to judge "
                          "every stack on (examples/fleet.yaml; --fleet is its older name)")
     df.set_defaults(func=_later("diff"))
 

@@ -68,7 +68,25 @@ def verdict(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None,
     if cuda is None:
         return {"runs": False, "how": None, "caveat": None,
                 "why": f"CUDA {stack.cuda_release} is not in this matrix"}
-    compat = any(b.cuda_compat and b.cuda and V(b.cuda) >= V(cuda.short) for b in m.bases)
+    # forward compatibility needs cuda-compat in this image: in the stack's own base
+    own = _has_compat(stack.base, cuda.short)
+    v = _judge(m, stack, cuda, driver, gpu, cc, own)
+    if not v["runs"] and not own and any(_has_compat(b, cuda.short) for b in m.bases) \
+            and _judge(m, stack, cuda, driver, gpu, cc, True)["runs"]:
+        # only forward compatibility differs, and it needs a GPU: `gpu` is set
+        v["why"] += (f"; {stack.base.name}, this image's base, has none: rebuilt on a base "
+                     f"that has (`envgen build {stack.stack} --driver {driver} --gpu "
+                     f"{gpu.name}` picks one), it would run")
+        v["rebuilt"] = FORWARD   # how it would run, rebuilt so
+    return v
+
+
+def _has_compat(base, cuda: str) -> bool:
+    return bool(base.cuda_compat and base.cuda and V(base.cuda) >= V(cuda))
+
+
+def _judge(m: Matrix, stack: Stack, cuda, driver: str, gpu: Gpu | None, cc: str | None,
+           compat: bool) -> dict:
     d = driver_runs(m, cuda, driver, gpu, compat_available=compat)
     if not d.ok:
         return {"runs": False, "how": None, "why": d.why, "caveat": None}
@@ -84,14 +102,17 @@ def verdict(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None,
     return {"runs": True, "how": how, "why": why, "caveat": CAVEATS.get(how)}
 
 
+# From the strongest way of running to the weakest: a host is as weak as its weakest GPU.
+STRENGTH = ("cpu", NATIVE, "ptx", MINOR, FORWARD)
+
+
 def host_verdict(judged: list[tuple[str | None, dict]]) -> dict:
     """A host runs a stack when every kind of GPU in it does: from (GPU name, verdict) per
-    kind, the first that does not run it, its GPU named when the host has more than one
-    kind; else the first."""
+    kind, the first that does not run it, else the weakest way one runs it (its caveat,
+    PTX JIT on one kind, holds for the host), its GPU named when the host has more than one
+    kind."""
     bad = next(((name, v) for name, v in judged if not v["runs"]), None)
-    if bad is None:
-        return judged[0][1]
-    name, v = bad
+    name, v = bad or max(judged, key=lambda j: STRENGTH.index(j[1]["how"]))
     return v | {"why": f"{name}: {v['why']}" if name and len(judged) > 1 else v["why"]}
 
 
@@ -298,25 +319,30 @@ def stack_changes(old: Stack, new: Stack) -> dict:
 
 
 # The tables that say which driver runs which CUDA on which GPU: a change there changes
-# what runs where though no stack's own fields move (keys: each row's identity).
-COMPAT_TABLES = (("drivers", "branch"), ("cuda_majors", "major"), ("cuda", "version"),
-                 ("forward_compat", "cuda"), ("gpus", "name"))
+# what runs where though no stack's own fields move (table, each row's identity, the facts
+# compared: None for all). Of a base, only what forward compatibility reads: its other
+# facts reach a stack as the stack's own fields.
+COMPAT_TABLES = (("drivers", "branch", None), ("cuda_majors", "major", None),
+                 ("cuda", "version", None), ("forward_compat", "cuda", None),
+                 ("gpus", "name", None), ("architectures", "arch", None),
+                 ("bases", "name", ("cuda", "cuda_compat")))
 _PROVENANCE = {"source", "file", "line", "confidence", "why"}
 
 
-def _facts(row) -> dict:
+def _facts(row, only=None) -> dict:
     from .core.record import fields
     return {f.name: getattr(row, f.name) for f in fields(row)
-            if f.name not in _PROVENANCE and not f.name.endswith(("_source", "_why"))}
+            if f.name not in _PROVENANCE and not f.name.endswith(("_source", "_why"))
+            and (only is None or f.name in only)}
 
 
 def compat_changes(old: Matrix, new: Matrix) -> list[dict]:
     """Every fact of the compatibility tables that differs: {table, key, field, old, new};
     a row added or removed is field `row`."""
     out = []
-    for table, key in COMPAT_TABLES:
-        a = {str(getattr(r, key)): _facts(r) for r in getattr(old, table)}
-        b = {str(getattr(r, key)): _facts(r) for r in getattr(new, table)}
+    for table, key, only in COMPAT_TABLES:
+        a = {str(getattr(r, key)): _facts(r, only) for r in getattr(old, table)}
+        b = {str(getattr(r, key)): _facts(r, only) for r in getattr(new, table)}
         for k in sorted(a.keys() | b.keys()):
             if k not in a or k not in b:
                 out.append({"table": table, "key": k, "field": "row",
@@ -334,8 +360,9 @@ def compat_changes(old: Matrix, new: Matrix) -> list[dict]:
 
 def _affected(stack: Stack, changes: list[dict]) -> list[str]:
     """Which of `changes` bear on this stack: its CUDA release, its CUDA major's floor, its
-    CUDA minor's forward compatibility (a GPU's or a driver branch's row bears on every
-    CUDA stack alike: listed once, in the tables' changes, not under every stack)."""
+    CUDA minor's forward compatibility (a GPU's, an architecture's, a driver branch's or a
+    base's row bears on every CUDA stack alike: listed once, in the tables' changes, not
+    under every stack; the stack's own base is among its fields)."""
     if not stack.cuda:
         return []
     release = stack.cuda_release or ""
@@ -359,7 +386,8 @@ def matrix_diff(old: Matrix, new: Matrix) -> dict:
             changed.append({"stack": name, "fields": [{
                 "field": "resolves", "old": o if isinstance(o, str) else True,
                 "new": n if isinstance(n, str) else True}],
-                "packages": {"added": {}, "removed": {}, "changed": {}}})
+                "packages": {"added": {}, "removed": {}, "changed": {}},
+                "compatibility": _affected(n if isinstance(o, str) else o, compat)})
             continue
         ch = stack_changes(o, n)
         because = _affected(n, compat)

@@ -328,6 +328,87 @@ def test_github_workflow_trigger_key_survives_yaml_1_1_readers():
     assert "&id" not in text and "*id" not in text     # no anchors for GitHub to trip on
 
 
+def test_a_forks_pull_request_verifies_without_the_team_secrets_it_does_not_get():
+    """GitHub gives a fork's pull request no secrets, and the login action fails on empty
+    ones: verify skips that login there and pulls anonymously; pushes still log in."""
+    w = workflow(["pytorch-cu121"], registry="registry.example.com/team/envgen")
+    verify = {s.get("name") or s.get("uses"): s for s in w["jobs"]["verify"]["steps"]}
+    login = verify["Log in to the registry"]
+    assert login["with"]["username"] == "${{ secrets.ENVGEN_REGISTRY_USER }}"
+    assert login["if"] == ("hashFiles('envgen.lock') != '' && "
+                           "(github.event_name != 'pull_request' || "
+                           "github.event.pull_request.head.repo.fork == false)")
+    assert verify["Verify the committed lock"]["if"] == "hashFiles('envgen.lock') != ''"
+    build_login = next(s for s in w["jobs"]["build"]["steps"] if s.get("uses") == ci.DOCKER_LOGIN)
+    assert build_login["if"] == "github.event_name != 'pull_request'"
+    gpu_login = next(s for s in w["jobs"]["certify-gpu"]["steps"]
+                     if s.get("uses") == ci.DOCKER_LOGIN)
+    assert "if" not in gpu_login                        # the job runs on pushes only
+    # the job token is there for a fork's pull request too: that login stays
+    ghcr = workflow(["pytorch-cu121"])["jobs"]["verify"]["steps"]
+    assert next(s for s in ghcr if s.get("uses") == ci.DOCKER_LOGIN)["if"] == \
+        "hashFiles('envgen.lock') != ''"
+
+
+# ---- a matrix of the repository's own -----------------------------------------------------
+
+def test_a_matrix_folder_reaches_every_envgen_step_from_each_jobs_checkout():
+    w = workflow(["pytorch-cu121"], matrix="team/matrix")
+    assert w["env"] == {"ENVGEN_MATRIX": "team/matrix"}
+    for name, job in w["jobs"].items():
+        steps = job["steps"]
+        first_run = next(i for i, s in enumerate(steps) if "envgen" in s.get("run", ""))
+        assert any(s.get("uses") == ci.CHECKOUT for s in steps[:first_run]), name
+        assert "env" not in job or "ENVGEN_MATRIX" not in job["env"], name
+    assert "env" not in workflow(["pytorch-cu121"])          # the bundled matrix: as before
+    both = workflow(["pytorch-cu121"], matrix="matrices",
+                    registry="registry.example.com/team/envgen")["env"]
+    assert both == {"ENVGEN_REPOSITORY": "registry.example.com/team/envgen",
+                    "ENVGEN_MATRIX": "matrices"}
+
+
+@pytest.mark.parametrize("given", ["--matrix", "ENVGEN_MATRIX"])
+def test_cli_ci_github_builds_locks_and_verifies_with_the_matrix_it_was_given(capsys, monkeypatch,
+                                                                            given):
+    from pathlib import Path
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    monkeypatch.delenv("ENVGEN_MATRIX", raising=False)
+    argv = ["ci", "github", "pytorch-cu121", "--envgen-source", GIT]
+    if given == "--matrix":
+        argv = ["--matrix", "matrices", *argv]
+    else:
+        monkeypatch.setenv("ENVGEN_MATRIX", "matrices")
+    assert main(argv) == 0
+    w = yaml.safe_load(capsys.readouterr().out)
+    assert w["env"]["ENVGEN_MATRIX"] == "matrices"
+    refresh = ["ci", "github", "--refresh", "--envgen-source", GIT]
+    assert main(["--matrix", "matrices", *refresh] if given == "--matrix" else refresh) == 0
+    (job,) = yaml.safe_load(capsys.readouterr().out)["jobs"].values()
+    assert any(s.get("run", "").startswith("envgen --matrix matrices ") for s in job["steps"])
+
+
+def test_cli_ci_github_refuses_a_matrix_its_jobs_cannot_find(capsys, monkeypatch):
+    from pathlib import Path
+    folder = str(Path(__file__).resolve().parents[1] / "matrices")
+    monkeypatch.setenv("ENVGEN_MATRIX", folder)
+    assert main(["ci", "github", "pytorch-cu121", "--envgen-source", GIT]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "relative path inside the repository" in out.err
+    assert main(["ci", "bake", "pytorch-cu121"]) == 0    # a bake file runs no envgen
+
+
+@pytest.mark.parametrize("kind", ["github", "bake"])
+def test_two_specs_of_one_stack_are_refused_naming_both(capsys, kind):
+    """One lock entry and one bake target per stack: a second spec of the same stack would
+    make two legs that lock one key (lock --merge fails) or lose a bake target."""
+    extra = ["--envgen-source", GIT] if kind == "github" else []
+    assert main(["ci", kind, "pytorch-cu121", "torch==2.3.1", *extra]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "'pytorch-cu121' and 'torch==2.3.1' both resolve to stack pytorch-cu121" in out.err
+    assert main(["ci", kind, "pytorch-cu121", "pytorch-cu128", *extra]) == 0
+
+
 # ---- bake and the CLI ---------------------------------------------------------------------
 
 def test_default_specs_are_a_sensible_subset_of_the_matrix(m):
@@ -624,6 +705,8 @@ LINTED = {
     "GPU runner labels": dict(specs=["pytorch-cu121"], gpu_runner=["self-hosted,linux,h200"]),
     "a hosted GPU label": dict(specs=["pytorch-cu121"], gpu_runner=["gpu-h100.8x"],
                                registry="registry.example.com/team"),
+    "a matrix folder": dict(specs=["pytorch-cu121"], matrix="team/matrix",
+                            registry="registry.example.com/team"),
 }
 
 

@@ -208,3 +208,51 @@ def test_the_cli_prints_what_the_library_renders(capsys):
     rc, out, _ = run(capsys, "pytorch-cu126")
     st = stack("pytorch-cu126")
     assert rc == 0 and out == devcontainer.devcontainer(st, default_tag(st))
+
+
+# ---- a project's image: named NAME.STACK, as lock names and pushes it ---------------------
+
+@pytest.fixture
+def project_stack(tmp_path, monkeypatch, capsys):
+    """The stack of a project folder made by `envgen init pytorch-cu121` (name rev-proj)."""
+    from envgen.resolve.request import host
+    from envgen.resolve.request import resolve as resolve_here
+    folder = tmp_path / "rev-proj"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    assert main(["init", "pytorch-cu121"]) == 0
+    capsys.readouterr()
+    st = resolve_here(M, "pytorch-cu121", host(M))
+    assert st.key == "rev-proj.pytorch-cu121"
+    return st
+
+
+def test_a_projects_registry_image_is_the_one_lock_push_pushes(project_stack, capsys,
+                                                               monkeypatch):
+    from types import SimpleNamespace
+
+    from envgen.commands import lock as lock_command
+    from envgen.runtime import registry
+    pushed = []
+    monkeypatch.setattr(registry, "push", lambda c, image_id, target, tag:
+                        pushed.append(f"{target}:{tag}") or f"{target}@sha256:{'c' * 64}")
+    client = SimpleNamespace(images=SimpleNamespace(get=lambda i: SimpleNamespace(attrs={})))
+    entry = {"certificate": {"passed": True, "image_id": ID},
+             "image": {"id": ID, "tag": default_tag(project_stack)}}
+    # lock names the entry by the stack's key (lock_entry) and pushes it under that name
+    lock_command._push(client, project_stack.key, entry, "ghcr.io/team/envgen", lambda m: None)
+    d = doc(capsys, "pytorch-cu121", "--registry", "ghcr.io/team/envgen")
+    assert [d["image"]] == pushed
+    assert d["image"] == ("ghcr.io/team/envgen/rev-proj.pytorch-cu121:"
+                          "pytorch-cu121-py3.11-debian-bookworm")
+
+
+def test_a_projects_lock_gives_its_image_pinned_by_digest(project_stack, tmp_path, capsys):
+    data = lock()
+    entry = data["stacks"].pop("pytorch-cu121")
+    entry["stack"] = project_stack.to_json()
+    entry["certificate"] = made(image_id=ID, stack=project_stack.to_json())
+    data["stacks"][project_stack.key] = entry
+    d = doc(capsys, "pytorch-cu121", "--lock", write(tmp_path, data))
+    assert d["image"] == PINNED
+    assert d["name"].startswith("envgen pytorch-cu121: torch ")

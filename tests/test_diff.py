@@ -13,6 +13,8 @@ from envgen.cli import main
 from envgen.core.errors import InputError, MatrixError
 from envgen.matrix import load_matrix
 from envgen.matrix.yamlfile import load_text
+from envgen.resolve.spec import parse_spec
+from envgen.resolve.stack import Host, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "fixtures" / "mini.yaml"
@@ -70,11 +72,19 @@ def test_r525_runs_cu121_only_through_minor_version_compat_with_ptx_caveat(m, st
     assert "PTX JIT fails" in v["caveat"]
 
 
+def on_compat_base(m, name, driver, gpu):
+    """The stack as resolve builds it for that host: on a base carrying cuda-compat."""
+    st = resolve(m, parse_spec(name, m), Host(driver=driver, gpu=m.gpu(gpu)))
+    assert st.base.cuda_compat
+    return st
+
+
 def test_r535_runs_cu130_on_h100_through_forward_compat_but_not_on_rtx4090(m, stacks):
-    h100 = d.verdict(m, stacks["pytorch-cu130"], R535, m.gpu("H100"))
+    st = on_compat_base(m, "pytorch-cu130", R535, "H100")
+    h100 = d.verdict(m, st, R535, m.gpu("H100"))
     assert h100["runs"] and h100["how"] == "forward compatibility"
     assert "data-center" in h100["caveat"]
-    rtx = d.verdict(m, stacks["pytorch-cu130"], R535, m.gpu("RTX 4090"))
+    rtx = d.verdict(m, st, R535, m.gpu("RTX 4090"))
     assert not rtx["runs"] and "geforce" in rtx["why"]
 
 
@@ -82,9 +92,10 @@ def test_forward_compat_on_h200_follows_nvidias_table(m, stacks):
     # NVIDIA's "Use the Right CUDA Forward Compatibility Package" table (CUDA 13.4 edition):
     # cuda-compat-13-0 is C on 535 and 570; it has no 550 column (R550 is end of life).
     h200 = m.gpu("H200")
-    v = d.verdict(m, stacks["pytorch-cu130"], R550, h200)
+    st = on_compat_base(m, "pytorch-cu130", R570, "H200")
+    v = d.verdict(m, st, R550, h200)
     assert not v["runs"] and "not a forward-compatible branch for CUDA 13.0" in v["why"]
-    assert d.verdict(m, stacks["pytorch-cu130"], R570, h200)["how"] == "forward compatibility"
+    assert d.verdict(m, st, R570, h200)["how"] == "forward compatibility"
 
 
 def test_rtx5090_cannot_run_cu126_for_lack_of_sm120_kernels(m, stacks):
@@ -149,8 +160,8 @@ def test_fleet_upgrade_plan_moves_only_hosts_on_the_old_branch(m, stacks):
     by = {h["name"]: h for h in r["hosts"]}
     assert by["ws-rtx4090-01"]["moves_to"] == R580
     assert torch_only(by["ws-rtx4090-01"]["start_working"]) == ["pytorch-cu130", "pytorch-cu132"]
-    # the H100 already ran cu130 on R535 through forward compatibility
-    assert torch_only(by["dgx-h100-01"]["start_working"]) == ["pytorch-cu132"]
+    # the default cu130 image (debian-bookworm) carries no cuda-compat: on R535 it did not run
+    assert torch_only(by["dgx-h100-01"]["start_working"]) == ["pytorch-cu130", "pytorch-cu132"]
     assert by["hgx-h200-01"]["moves_to"] is None
     assert "pytorch-cu132" in by["hgx-h200-01"]["runs"]
     assert "pytorch-cu126" not in by["ws-rtx5090-02"]["runs"]
@@ -351,3 +362,114 @@ def test_a_host_of_more_gpus_than_a_host_holds_is_refused_at_its_line(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "1 to 1,024 GPU names" in r.stderr, r.stderr
     assert f"{f}:4" in r.stderr
+
+
+# ---- from a review: forward compatibility on the stack's own base, architectures and
+# bases in the tables, duplicate forward_compat rows, --gpu without --driver, a mixed host
+
+def _copy(tmp_path, name):
+    folder = tmp_path / name
+    shutil.copytree(REPO / "matrices", folder, ignore=shutil.ignore_patterns("closures"))
+    return folder
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+def test_an_image_without_cuda_compat_stops_on_r535_and_a_rebuild_on_a_compat_base_runs(
+        m, stacks):
+    """pytorch-cu130 is built on debian-bookworm, which carries no cuda-compat: on R535 the
+    certified image stops, though the same stack rebuilt on a cuda-compat base would run."""
+    h100 = m.gpu("H100")
+    assert not stacks["pytorch-cu130"].base.cuda_compat
+    v = d.verdict(m, stacks["pytorch-cu130"], R535, h100)
+    assert not v["runs"] and v["how"] is None
+    assert "debian-bookworm, this image's base, has none" in v["why"]
+    assert f"`envgen build pytorch-cu130 --driver {R535} --gpu H100`" in v["why"]
+    assert v["rebuilt"] == "forward compatibility"   # what the report's cell shows
+    rebuilt = resolve(m, parse_spec("pytorch-cu130", m), Host(driver=R535, gpu=h100))
+    assert rebuilt.base.cuda_compat
+    assert d.verdict(m, rebuilt, R535, h100)["how"] == "forward compatibility"
+    # no rebuild helps a GeForce card, which forward compatibility does not serve
+    geforce = d.verdict(m, stacks["pytorch-cu130"], R535, m.gpu("RTX 4090"))
+    assert "rebuilt" not in geforce["why"] and "rebuilt" not in geforce
+
+
+def test_cli_driver_downgrade_to_r535_on_h100_stops_the_images_without_cuda_compat(capsys):
+    assert main(["diff", "--driver", f"{R580}..{R535}", "--gpu", "H100", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["driver"]
+    assert "pytorch-cu130" in r["stop_working"]
+    assert r["stacks"]["pytorch-cu130"]["new"]["runs"] is False
+
+
+def test_matrix_diff_lists_a_change_of_an_architecture_and_of_a_bases_cuda_compat(tmp_path,
+                                                                                  capsys):
+    old, new = _copy(tmp_path, "old"), _copy(tmp_path, "new")
+    _edit(new / "gpus.yaml", '  - arch: turing\n    min_driver: "410.48"\n',
+          '  - arch: turing\n    min_driver: "410.48"\n    last_branch: "580"\n'
+          '    last_branch_source: https://example.test/notice\n')
+    _edit(new / "bases.yaml", '    cuda: "13.0"\n    cuda_compat: true\n',
+          '    cuda: "13.0"\n    cuda_compat: false\n')
+    r = d.matrix_diff(load_matrix(old), load_matrix(new))
+    got = {(c["table"], c["key"], c["field"]): (c["old"], c["new"]) for c in r["compatibility"]}
+    assert got[("architectures", "turing", "last_branch")] == ("", "580")
+    assert got[("bases", "cuda-13.0-runtime", "cuda_compat")] == (True, False)
+    assert not [k for k in got if k[0] == "bases" and k[2] not in ("cuda", "cuda_compat")]
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "architectures turing: last_branch" in out
+    assert "bases cuda-13.0-runtime: cuda_compat: True → False" in out
+
+
+def test_a_stack_resolving_in_one_matrix_only_has_the_same_keys_as_any_changed_stack(
+        m, stacks, monkeypatch):
+    old = {"pytorch-cu130": "no base offers Python 3.99"}
+    new = {"pytorch-cu130": stacks["pytorch-cu130"]}
+    monkeypatch.setattr(d, "resolve_all", lambda x: old if x is m else new)
+    r = d.matrix_diff(m, load_matrix())
+    assert set(r["changed"][0]) == {"stack", "fields", "packages", "compatibility"}
+    assert r["changed"][0]["compatibility"] == []
+
+
+def test_a_duplicate_forward_compat_row_is_refused_at_its_line(tmp_path, capsys):
+    folder = _copy(tmp_path, "dup")
+    cuda = folder / "cuda.yaml"
+    text = cuda.read_text()
+    at = text.index('  - cuda: "13.0"\n')
+    row = text[at:text.index("\n  - cuda:", at + 1) + 1]
+    cuda.write_text(text.replace(row, row + row, 1))
+    line = text[:at].count("\n") + 1 + row.count("\n")
+    assert main(["--matrix", str(folder), "matrix", "validate"]) == 2
+    err = capsys.readouterr().err
+    assert f"cuda.yaml:{line}: duplicate forward_compat '13.0'" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["diff", "a", "b", "--gpu", "H100", "--json"],
+                                  ["diff", "--hosts", str(FLEET), "--gpu", "B200"]])
+def test_gpu_without_driver_is_refused_not_ignored(capsys, argv):
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert "--gpu judges a driver change" in cap.out + cap.err
+
+
+def test_a_host_of_h100_and_b200_keeps_the_b200s_ptx_caveat(m, stacks):
+    st = stacks["tensorflow-cu125"]
+    b200 = d.verdict(m, st, R580, m.gpu("B200"))
+    assert b200["how"] == "ptx" and "JIT" in b200["caveat"]
+    assert d.verdict(m, st, R580, m.gpu("H100"))["how"] == "native"
+    for gpus in (("H100", "B200"), ("B200", "H100")):
+        v = d._host_verdict(m, st, R580, tuple(m.gpu(g) for g in gpus))
+        assert v["runs"] and v["how"] == "ptx" and v["caveat"] == b200["caveat"]
+        assert v["why"].startswith("B200: ")
+
+
+def test_diff_hosts_help_describes_the_mapping_it_reads(capsys):
+    with pytest.raises(SystemExit):
+        main(["diff", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "YAML list of hosts" not in out
+    assert "a mapping `hosts:`" in out

@@ -109,7 +109,11 @@ def test_cuda_12_1_on_r470_is_forward_compat_for_datacenter_gpus_only(report):
     h100 = grid_cell(view(report, "H100"), "pytorch-cu121", "R470")
     assert h100["state"] == "none" and "H100" in h100["why"]
     a100 = grid_cell(view(report, "A100"), "pytorch-cu121", "R470")
-    assert a100["state"] == "forward" and a100["only"] == ""
+    # the default image (debian-bookworm) has no cuda-compat: built for R470 it runs
+    assert a100["state"] == "forward"
+    assert a100["only"] == "built for this driver (a cuda-compat base)"
+    assert "envgen build pytorch-cu121 --driver" in a100["why"]
+    assert "cuda-compat base" in any_gpu["only"]
 
 
 def test_cpu_stack_runs_on_every_branch(report):
@@ -124,7 +128,7 @@ def test_every_cell_carries_diff_verdicts_reason(m, stacks, report):
         for col, c in zip(v["columns"], row["cells"], strict=True):
             d = diff.verdict(m, stacks[row["stack"]], col["driver"], h100)
             assert c["why"] == d["why"]
-            assert (c["state"] != "none") == d["runs"]
+            assert (c["state"] != "none") == (d["runs"] or "rebuilt" in d)
             assert c["title"].startswith(d["why"])
 
 
@@ -208,6 +212,30 @@ def test_certificate_copies_get_safe_unique_names(m, stacks):
     assert len(set(files)) == 3
     assert any(f.startswith(f"certs/{IMAGE[7:]}.steps3.1x-nvidia-h100") for f in files)
     assert all(re.fullmatch(r"certs/[0-9a-f]{64}(\.[a-z0-9-]+){0,2}\.json", f) for f in files)
+
+
+def test_a_run_on_no_gpu_is_shown_on_no_gpu_whatever_its_host_listed(m, stacks):
+    """envgens before 2026-12-07 listed the host's GPUs for a `--gpus none` run: the grid
+    cell, the evidence table and the chart say 'no GPU' for it, as `envgen certs` does."""
+    from envgen.certs.certificate import where, where_text
+    st = stacks["pytorch-cu121"]
+    c = certificate(st, gpu="NVIDIA H200", driver="580.159.04", profile="cpu", level="cpu")
+    c["host"]["gpus"] *= 2
+    c["report"].update(level="cpu", require="cpu", metrics={"samples_per_s": 1234.0})
+    assert where_text(where(c)) == "no GPU"
+    r = build_report(m, {"pytorch-cu121": st}, certs=[c])
+    (row,) = r["certificates"]
+    assert (row["gpu"], row["driver"]) == ("no GPU", "-")
+    cell = next(x for x in r["views"][0]["rows"] if x["stack"] == "pytorch-cu121")
+    assert (cell["certificate"]["gpu"], cell["certificate"]["driver"]) == ("no GPU", "-")
+    assert [col["label"] for col in r["placements"]["columns"]] == ["no GPU"]
+    assert [b["label"] for b in r["throughput_chart"]["bars"]] == ["pytorch-cu121 · no GPU"]
+    assert "H200" not in render_page(r)
+    # a run on the GPU still names it, with its driver
+    gpu_run = certificate(st, gpu="NVIDIA H200", driver="580.159.04")
+    gpu_run["host"]["gpus"] *= 2
+    (row,) = build_report(m, {"pytorch-cu121": st}, certs=[gpu_run])["certificates"]
+    assert (row["gpu"], row["driver"]) == ("2× NVIDIA H200", "580.159.04")
 
 
 # ---- the page ------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 docker-bake.json or a devcontainer.json."""
 from __future__ import annotations
 
+import os
 import sys
 
 from ..core.errors import InputError, shown
@@ -23,7 +24,7 @@ def run(args) -> int:
             raise InputError("--refresh prints the scheduled matrix-refresh workflow: it goes "
                              "with `ci github` alone (no SPEC, no --registry)")
         source = ci.pick_envgen_source(args.envgen_source)
-        text = ci.refresh_workflow(envgen_source=source, folder=args.matrix or "matrices")
+        text = ci.refresh_workflow(envgen_source=source, folder=_matrix(args) or "matrices")
         _warn_unhashed(source)
         sys.stdout.write(text)
         return 0
@@ -31,21 +32,37 @@ def run(args) -> int:
         return _devcontainer(args)
     # Every input is checked before anything is printed: the labels, then each spec.
     gpu_runner = ci.gpu_runner_labels(args.gpu_runner) if args.kind == "github" else None
+    matrix = _matrix(args)
+    if args.kind == "github" and matrix is not None:
+        ci.matrix_folder(matrix)
     m = load_matrix_for(args)
     specs = list(args.specs) or ci.default_specs(m.stack_names())
     twice = next((s for i, s in enumerate(specs) if s in specs[:i]), None)
     if twice is not None:   # one matrix entry per spec: a second would clash with the first
         raise InputError(f"SPEC {shown(twice)} is given twice: give each stack once")
     stacks = [resolve_for(args, m, s) for s in specs]   # a bad spec is exit 2 before printing
+    # one lock entry and one bake target per stack: two specs of one stack would clash
+    first = {}
+    for spec, st in zip(specs, stacks, strict=True):
+        if st.key in first:
+            raise InputError(f"SPECs {shown(first[st.key])} and {shown(spec)} both resolve to "
+                             f"stack {st.key}: give each stack once")
+        first[st.key] = spec
     if args.kind == "github":
         source = ci.pick_envgen_source(args.envgen_source)
         text = ci.github_workflow(specs, envgen_source=source, registry=args.registry,
-                                  gpu_runner=gpu_runner)
+                                  gpu_runner=gpu_runner, matrix=matrix)
         _warn_unhashed(source)
         sys.stdout.write(text)
         return 0
     sys.stdout.write(ci.bake(stacks))
     return 0
+
+
+def _matrix(args) -> str | None:
+    """The matrix the command was given (--matrix, else ENVGEN_MATRIX): a workflow's envgen
+    steps must read the same one."""
+    return getattr(args, "matrix", None) or os.environ.get("ENVGEN_MATRIX") or None
 
 
 def _warn_unhashed(source: str) -> None:
@@ -69,7 +86,7 @@ def _devcontainer(args) -> int:
                          "not both")
     stack = resolve_for(args, load_matrix_for(args), args.specs[0])
     if args.lock is not None:
-        stack, image = dc.from_lock(read_lock(args.lock), stack.stack, args.lock)
+        stack, image = dc.from_lock(read_lock(args.lock), stack.key, args.lock)
     elif args.registry is not None:
         image = dc.pushed_reference(stack, args.registry)
     else:

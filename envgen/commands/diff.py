@@ -172,6 +172,9 @@ def run(args) -> int:
     if args.old is None and args.driver is None and not args.fleet:
         raise InputError("envgen diff: give OLD NEW matrices, --driver OLD..NEW, or --hosts "
                          "FILE")
+    if args.gpu is not None and args.driver is None:   # else it would be silently ignored
+        raise InputError("envgen diff: --gpu judges a driver change; give it with --driver "
+                         "OLD..NEW (a hosts file names its own GPUs)")
     drivers = d.parse_driver_range(args.driver) if args.driver is not None else None
     out: dict = {}
     with contextlib.ExitStack() as stack:

@@ -305,6 +305,7 @@ def _cross_check(m: Matrix, problems: list) -> None:
     _unique(problems, m.drivers, lambda d: d.branch, "driver branch")
     _unique(problems, m.cuda_majors, lambda c: c.major, "CUDA major")
     _unique(problems, m.cuda, lambda c: c.version, "CUDA release")
+    _unique(problems, m.forward_compat, lambda f: f.cuda, "forward_compat")
     _unique(problems, m.gpus, lambda g: g.name.lower(), "GPU")
     _unique(problems, m.architectures, lambda a: a.arch, "GPU architecture")
     _unique(problems, m.libraries, lambda lib: (lib.name, lib.version), "library")

@@ -329,11 +329,17 @@ _BUILD_LOGS = "${{ runner.temp }}/envgen/logs/"
 
 
 def github_workflow(specs: list[str], envgen_source: str | None = None,
-                    registry: str | None = None, gpu_runner: object = None) -> str:
+                    registry: str | None = None, gpu_runner: object = None,
+                    matrix: str | None = None) -> str:
     """The workflow for `specs`. `envgen_source` is validated (None: the running envgen's own
     pin); `registry` is the repository images are pushed to (None: DEFAULT_REGISTRY);
-    `gpu_runner` the GPU job's runner labels (None: GPU_RUNNER; see gpu_runner_labels)."""
+    `gpu_runner` the GPU job's runner labels (None: GPU_RUNNER; see gpu_runner_labels);
+    `matrix` the repository's matrix folder every envgen step reads through ENVGEN_MATRIX
+    (None: the bundled matrix), so every job checks it out."""
     runner = gpu_runner_labels(gpu_runner)
+    folder = matrix_folder(matrix) if matrix is not None else None
+    # the GPU and lock jobs need no checkout but to read the repository's matrix
+    own_checkout = [CHECKOUT_STEP] if folder else []
     install = {"name": "Install envgen (pinned)",
                "run": _install_run(pick_envgen_source(envgen_source))}
     repository = _repository(registry)
@@ -391,7 +397,7 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "strategy": {**strategy, "max-parallel": 1},
         "env": per_stack,
         "steps": [
-            python, install, login,
+            *own_checkout, python, install, login,
             {"uses": DOWNLOAD_ARTIFACT, "with": {"name": "envgen-cpu-${{ matrix.key }}"}},
             # the build job's lock carries its CPU pass: the GPU run is what comes next
             {"name": "Verify: pull by digest, check image ID, CPU certificate and closure",
@@ -415,7 +421,7 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         "runs-on": "ubuntu-latest",
         "timeout-minutes": 15,
         "steps": [
-            python, install,
+            *own_checkout, python, install,
             {"uses": DOWNLOAD_ARTIFACT,
              "with": {"pattern": "envgen-gpu-*", "path": "locks", "merge-multiple": True}},
             {"name": "Merge", "run": "envgen lock --merge locks/envgen-*.lock -o envgen.lock"
@@ -426,6 +432,10 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         ],
     }
     has_lock = "hashFiles('envgen.lock') != ''"
+    # A fork's pull request gets no secrets, and the login action fails without them: such
+    # a run pulls anonymously. The job token (ghcr.io) is there for every pull request.
+    login_if = has_lock if ghcr else (f"{has_lock} && (github.event_name != 'pull_request' "
+                                      f"|| github.event.pull_request.head.repo.fork == false)")
     verify = {
         "name": "verify the committed envgen.lock",
         "runs-on": "ubuntu-latest",   # pulls by digest: no GPU, no self-hosted runner
@@ -433,11 +443,13 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         **pull,
         "steps": [
             checkout,
-            *(_when(has_lock, step) for step in (
-                python, install, login,
-                {"name": "Verify the committed lock", "run": "envgen verify envgen.lock --json"})),
+            _when(has_lock, python), _when(has_lock, install), _when(login_if, login),
+            _when(has_lock, {"name": "Verify the committed lock",
+                             "run": "envgen verify envgen.lock --json"}),
         ],
     }
+    env = {**({"ENVGEN_REPOSITORY": repository} if repository else {}),
+           **({"ENVGEN_MATRIX": folder} if folder else {})}
     workflow = {
         "name": "envgen",
         "on": {"push": {"branches": ["main"]}, "pull_request": {}, "workflow_dispatch": {}},
@@ -447,7 +459,7 @@ def github_workflow(specs: list[str], envgen_source: str | None = None,
         # (an interrupted push or lock would leave a half-certified set).
         "concurrency": {"group": "${{ github.workflow }}-${{ github.ref }}",
                         "cancel-in-progress": "${{ github.event_name == 'pull_request' }}"},
-        **({"env": {"ENVGEN_REPOSITORY": repository}} if repository else {}),
+        **({"env": env} if env else {}),
         "defaults": {"run": {"shell": "bash"}},
         "jobs": {"build": build, "certify-gpu": certify_gpu, "lock": lock, "verify": verify},
     }
@@ -491,8 +503,9 @@ def matrix_folder(text: object) -> str:
     """A repository-relative folder name safe on a `run:` line, or InputError."""
     if not isinstance(text, str) or len(text) > 200 or not _MATRIX_FOLDER.fullmatch(text) \
             or any(part in (".", "..") for part in text.split("/")):
-        raise InputError(f"the matrix folder {str(text)[:60]!r} for the refresh workflow must "
-                         f"be a relative path inside the repository (letters, digits, . _ - /)")
+        raise InputError(f"the matrix {str(text)[:60]!r} (--matrix or ENVGEN_MATRIX) must be a "
+                         f"relative path inside the repository (letters, digits, . _ - /) for "
+                         f"a workflow: its jobs read it from their checkout")
     return text
 
 

@@ -15,12 +15,13 @@ REMOTE_USER = "envgen"
 
 
 def pushed_reference(stack: Stack, registry: str) -> str:
-    """Where `envgen lock STACK --push REGISTRY` puts the image: REGISTRY/STACK:TAG."""
+    """Where `envgen lock STACK --push REGISTRY` puts the image: REGISTRY/KEY:TAG, KEY the
+    lock's name of the stack (NAME.STACK for a project's image)."""
     if "${{" in registry:
         raise InputError(f"the registry {shown(registry)} carries a GitHub expression, which "
                          f"nothing expands in a devcontainer.json; name the repository")
     repository = parse_repository(registry)
-    reference = f"{repository}/{stack.stack}:{split_tag(default_tag(stack))[1]}"
+    reference = f"{repository}/{stack.key}:{split_tag(default_tag(stack))[1]}"
     parse_tagged(reference)   # the joined name can pass the length limit
     return reference
 

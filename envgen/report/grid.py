@@ -50,13 +50,23 @@ def cell(m: Matrix, stack: Stack, driver: str, gpu: Gpu | None = None) -> dict:
     v = verdict(m, stack, driver, gpu)
     if v["runs"]:
         return _cell(_STATE_OF_HOW[v["how"]], v["why"], v["caveat"])
+    if v.get("rebuilt"):   # this image cannot, the stack built for this driver can
+        return _cell(_STATE_OF_HOW[v["rebuilt"]], v["why"], CAVEATS[v["rebuilt"]],
+                     only=REBUILT)
     if gpu is None:
-        classes = sorted({g.gpu_class for g in m.gpus
-                          if (w := verdict(m, stack, driver, g))["runs"] and w["how"] == FORWARD})
-        if classes:
+        found = [(g.gpu_class, w) for g in m.gpus
+                 if FORWARD in ((w := verdict(m, stack, driver, g))["how"], w.get("rebuilt"))]
+        if found:
+            classes = ", ".join(sorted({c for c, _ in found}))
+            rebuilt = any(not w["runs"] for _, w in found)
             return _cell("forward", v["why"], CAVEATS[FORWARD],
-                         only=f"{', '.join(classes)} GPUs only")
+                         only=f"{classes} GPUs only{', ' + REBUILT if rebuilt else ''}")
     return _cell("none", v["why"], None)
+
+
+# the default images are on bases without NVIDIA's cuda-compat: forward compatibility needs
+# the stack built for that driver and GPU, on a base that carries it (diff.verdict's why)
+REBUILT = "built for this driver (a cuda-compat base)"
 
 
 CURRENT_LTS = 3   # the newest long-term-support branches, and every branch after them
@@ -102,9 +112,8 @@ def certificate_file(cert: dict, taken: set[str]) -> str:
     return file
 
 
-def _gpus_text(host: dict) -> str:
-    gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
-    names = [_text(g.get("name"), 80) for g in gpus if isinstance(g, dict)]
+def _gpus_text(gpus: list[str]) -> str:
+    names = [_text(n, 80) for n in gpus]
     counts = {n: names.count(n) for n in dict.fromkeys(names)}
     return ", ".join(f"{c}× {n}" if c > 1 else n for n, c in counts.items()) or "no GPU"
 
@@ -137,18 +146,21 @@ def certificate_rows(certs: list[dict]) -> list[dict]:
     """What the page shows of each certificate (certs.load_all()'s well-formed ones), sorted
     by stack, newest first; `file` is where the copy goes under certs/. A project's image is
     named as the store names it (NAME.STACK), not by its plain stack."""
+    from ..certs.certificate import gpus_of, where
     from ..certs.view import stack_name
     taken: set[str] = set()
     rows = []
     for c in certs:   # load_all's order (newest first) decides which copy keeps a name
-        host = c.get("host") or {}
+        # the GPUs the run used, as `envgen certs` has them: none for a run told to use none
+        # (older envgens listed the host's GPUs for it), and then no driver either
+        driver = where(c)["driver"]
         created = c.get("created") if isinstance(c.get("created"), str) else ""
         rows.append(evidence(c) | {"stack": _text(stack_name(c)),
                      "version": _text(c["stack"].get("framework", {}).get("version")
                                       if isinstance(c["stack"].get("framework"), dict)
                                       else None, 80),
                      "passed": c["passed"], "level": _text(c.get("level"), 40),
-                     "gpu": _gpus_text(host), "driver": _text(host.get("driver"), 80) or "-",
+                     "gpu": _gpus_text(gpus_of(c)), "driver": _text(driver, 80) or "-",
                      "date": created[:10] or "-", "created": _text(created, 80),
                      "image": c["image_id"].removeprefix("sha256:")[:12],
                      "profile": _text(c.get("profile"), 80),
