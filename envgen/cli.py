@@ -203,13 +203,15 @@ def cmd_require_cuda(args) -> int:
     import re
 
     from .resolve import require_cuda
-    from .resolve.compat import check_cc, check_driver, driver_cuda
+    from .resolve.compat import as_release, check_cc, check_driver, driver_cuda
     check_driver(args.driver)
+    # a bare branch (535) is its first release, as resolve reads it (compat.as_release)
+    driver = args.driver if "." in args.driver else as_release(_matrix(args), args.driver)
     if args.cuda is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", args.cuda):
         raise InputError(f"--cuda {args.cuda!r} is not a CUDA version like 12.2")
     if args.arch is not None:
         check_cc(args.arch, "--arch")
-    cuda = args.cuda or driver_cuda(_matrix(args), args.driver)
+    cuda = args.cuda or driver_cuda(_matrix(args), driver)
     if cuda is None:
         raise InputError(f"driver {args.driver} is older than every CUDA release in the "
                          f"matrix; pass --cuda")
@@ -221,19 +223,30 @@ def cmd_require_cuda(args) -> int:
                              f"container runtime reads (NVIDIA_REQUIRE_*, "
                              f"NVIDIA_DISABLE_REQUIRE)")
         env[key] = value
-    if args.brand is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,31}", args.brand):
+    # nvidia-smi prints "GeForce", the toolkit compares brands without case (dsl.c)
+    brand = None if args.brand is None else args.brand.lower()
+    if brand is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,31}", brand):
         raise InputError(f"--brand {shown(args.brand)} is not a GPU brand as the driver "
                          f"names it (tesla, geforce, quadro, nvidia, ...)")
     if args.gpu is None:
-        host, refused = require_cuda.Host(args.driver, cuda, args.brand, args.arch), None
+        host, refused = require_cuda.Host(driver, cuda, brand, args.arch), None
     else:
-        host, refused = require_cuda.gpu_host(_matrix(args), args.gpu, args.driver, cuda,
-                                              args.brand, args.arch)
+        host, refused = require_cuda.gpu_host(_matrix(args), args.gpu, driver, cuda,
+                                              brand, args.arch)
     d = refused or require_cuda.evaluate(env, host)
+    notes = [f"driver {args.driver} is read as {driver}, the first release of its branch "
+             f"in the matrix"] if driver != args.driver else []
+    notes += [f"the {rule} was not given" + (" (the matrix has none for the GPU)" if args.gpu
+                                               else "") + f": pass --{rule}"
+              + ("" if args.gpu else " or --gpu NAME") + f" to judge the {rule} clause"
+              for rule in d.assumed]
     if args.json:
-        _json_out({"ok": d.ok, "clause": d.clause, "why": d.why, "host": host.__dict__})
+        _json_out({"ok": d.ok, "clause": d.clause, "why": d.why, "host": host.__dict__,
+                   "assumed": list(d.assumed), "notes": notes})
     else:
         print(("yes: " if d.ok else "no: ") + d.why)
+        for note in notes:
+            print(f"  note: {note}")
     return 0 if d.ok else 1
 
 

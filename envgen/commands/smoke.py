@@ -24,6 +24,21 @@ def _summary(stdout: str) -> None:
     print_failed(checks)
 
 
+def _gpu_missing(stdout: str) -> None:
+    """No GPU when one was required (--require cuda) is the environment, exit 3 (design.md),
+    not a failed check: EnvironmentMissing with the payload's reason, a JSON error under
+    --json."""
+    try:
+        checks = json.loads(stdout)["checks"]
+        found = next(c for c in checks if c.get("name") == "cuda_available")
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return
+    if isinstance(found, dict) and found.get("passed") is False:
+        # the payload's one sentence: "GPU requested (--require cuda) but ...: why"
+        raise EnvironmentMissing(str(found.get("detail") or "GPU requested (--require "
+                                     "cuda) but torch.cuda.is_available() is False")[:300])
+
+
 def run(args) -> int:
     import importlib.util
     if importlib.util.find_spec("torch") is None:
@@ -39,6 +54,8 @@ def run(args) -> int:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode == 2:
         raise EnvironmentMissing("the smoke payload refused its arguments")
+    if r.returncode != 0 and args.require == "cuda":
+        _gpu_missing(r.stdout)
     if args.json:   # the payload's report, as every --json document: versioned first
         try:
             report = json.loads(r.stdout)

@@ -105,10 +105,12 @@ def driver_runs(matrix: Matrix, cuda: CudaRelease, driver: str, gpu: Gpu | None 
     need = floor.minimum_driver if floor else cuda.toolkit_driver
     if fc and branch in fc.branches:
         classes = "/".join(fc.gpu_classes)
-        if gpu is None:
+        if gpu is None:   # resolve and diff with no --gpu; doctor with a GPU not in the
+            # matrix (doctor has no --gpu): the advice must be true for all three
             return Verdict(False, None, f"driver {driver} runs CUDA {cuda.short} only through "
-                                        f"forward compatibility, on {classes} GPUs: name the "
-                                        f"GPU (--gpu) to use it")
+                                        f"forward compatibility, on {classes} GPUs, and the "
+                                        f"GPU is not named or not in the matrix (`envgen "
+                                        f"resolve` and `build` take --gpu NAME)")
         if gpu.gpu_class not in fc.gpu_classes:
             return Verdict(False, None, f"driver {driver} is older than {need}, and forward "
                                         f"compatibility for CUDA {cuda.short} is not available "

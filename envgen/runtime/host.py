@@ -35,9 +35,10 @@ class HostGpus:
 
 
 def _int(text: str) -> int:
+    """A number nvidia-smi gave, 0 (unknown) where it is none: [N/A], nan, inf."""
     try:
         return int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):
         return 0
 
 
