@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core import home as state
 from ..core.environ import checked
 from ..core.errors import BuildFailed, EnvironmentMissing, InputError
-from ..core.files import check_writable
+from ..core.files import check_writable, locked
 from ..core.image import default_tag, parse_tagged, split_tag
 from ..core.model import Closure, Stack
 from ..resolve.closure import CA_BUNDLE, closure_for
@@ -40,7 +40,7 @@ _UV_HASH = re.compile(r"Hash mismatch for `([A-Za-z0-9._-]+==[^`\s]+)`")
 _UV_SHA = re.compile(r"sha256:([0-9a-f]{64})")
 # fetch_uv.py's one line (the uv stage of a stack that installs from PyPI)
 _FETCH_UV = re.compile(r"envgen: (the installer uv: .+)$", re.M)
-_NO_SPACE = re.compile(r"No space left on device")
+_NO_SPACE = re.compile(r"No space left on device", re.I)   # the daemon (Go) says it lowercase
 _NO_DAEMON = re.compile(r"Cannot connect to the Docker daemon|error during connect")
 _NO_NETWORK = re.compile(r"Temporary failure in name resolution|Failed to establish a new "
                          r"connection|Network is unreachable|No route to host|"
@@ -134,28 +134,40 @@ def build(stack: Stack, tag: str | None = None, progress=_quiet, no_cache: bool 
         check_writable(folder)
     c = client or getattr(engine, "client", None) or daemon.client()
     engine = engine or DockerEngine(c)
+    # what builds is settled first: a refusal comes before any base is pulled or made
+    used = engine.builder(builder)
+    if not used.buildkit and os.environ.get("ENVGEN_NETRC"):
+        raise InputError("ENVGEN_NETRC is set, but the classic builder cannot mount it as a "
+                         "secret (only BuildKit can, leaving it in no layer): build with "
+                         "--builder buildkit (docker buildx) or unset ENVGEN_NETRC")
     started = time.monotonic()
     origin = "given"
     if closure is None:
         closure, origin = closure_for(stack, progress=progress)
     base_ref = ensure_base(c, stack.base, progress)
-    used = engine.builder(builder)
     logs = state.logs_dir()
     log_path = logs / f"build-{stack.stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     ctx = state.contexts_dir() / stack.stack
-    write_context(stack, closure, ctx, base_ref=base_ref, buildkit=used.buildkit)
-    if not used.buildkit:
-        progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
-                 "times, so this image's layers are not reproducible bit for bit")
-    with open(log_path, "w") as log:
-        output = BuildKitOutput(log, log_path, progress) if used.buildkit else None
-        image_id = engine.build(
-            ctx, builder=builder, iidfile=ctx.with_name(f".{stack.stack}.iid"),
-            no_cache=no_cache, platform=stack.platform, build_args=build_args(stack, closure),
-            secrets=build_secrets(), network=checked("ENVGEN_BUILD_NETWORK") or None,
-            idle=daemon.seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S),
-            on_line=output.line if output else classic_output(log, progress),
-            failed=output.failed if output else None, log=str(log_path))
+
+    def waiting() -> None:
+        progress(f"another envgen is building {stack.stack} from {ctx}; waiting for it to "
+                 f"finish")
+    # one build at a time per context folder, from its render to its image: a second build
+    # of the same stack name (another --python, say) would rewrite the Dockerfile mid-build
+    with locked(ctx.with_name(f".{stack.stack}"), on_wait=waiting):
+        write_context(stack, closure, ctx, base_ref=base_ref, buildkit=used.buildkit)
+        if not used.buildkit:
+            progress("no BuildKit: the classic builder neither mounts caches nor stamps file "
+                     "times, so this image's layers are not reproducible bit for bit")
+        with open(log_path, "w") as log:
+            output = (BuildKitOutput if used.buildkit else ClassicOutput)(log, log_path,
+                                                                          progress)
+            image_id = engine.build(
+                ctx, builder=builder, no_cache=no_cache, platform=stack.platform,
+                build_args=build_args(stack, closure), secrets=build_secrets(),
+                network=checked("ENVGEN_BUILD_NETWORK") or None,
+                idle=daemon.seconds_from_env("ENVGEN_BUILD_IDLE_TIMEOUT", IDLE_S),
+                on_line=output.line, failed=output.failed, log=str(log_path))
     if tag_it:
         tag_image(c, image_id, tag)
     img = c.images.get(image_id)
@@ -198,6 +210,17 @@ def build_secrets() -> tuple[tuple[str, str], ...]:
     return tuple(secrets)
 
 
+def _diagnosed(tail, log_path: Path) -> str | EnvironmentMissing | None:
+    """explain_failure's sentence of a failed build's last lines: an EnvironmentMissing
+    (exit 3) when what failed is this host's (its network, its disk, its daemon)."""
+    explained = explain_failure(list(tail))
+    if not explained:
+        return None
+    text = f"build failed: {explained}; the log is {log_path}"
+    return EnvironmentMissing(text) if any(explained == said for _, said in _HOST_FAULTS) \
+        else text
+
+
 class BuildKitOutput:
     """BuildKit's plain output, read line by line as the engine hands it over: each line to
     the log, the steps to `progress` (a heartbeat when a step is silent: the engine hands
@@ -230,25 +253,35 @@ class BuildKitOutput:
         """The sentence of the failed build; an EnvironmentMissing (exit 3) when what failed
         is this host's (its network, its disk, its daemon), not the stack."""
         step = self.failed_step or self.steps.last_header or "before the first step"
-        explained = explain_failure(list(self.tail))
-        if explained:
-            text = f"build failed: {explained}; the log is {self.log_path}"
-            return EnvironmentMissing(text) if any(explained == said for _, said in
-                                                   _HOST_FAULTS) else text
+        diagnosed = _diagnosed(self.tail, self.log_path)
+        if diagnosed:
+            return diagnosed
         why = f" ({self.error_line[:200]})" if self.error_line and \
             self.error_line.strip() != step.strip() else ""
         return f"build failed at {step[:160]}{why}; the log is {self.log_path}"
 
 
-def classic_output(log, progress):
-    """The classic builder's output, text by text: to the log, and each `Step k/n : ...`
-    to `progress` with the seconds since the build started."""
-    started = time.monotonic()
+class ClassicOutput:
+    """The classic builder's output, text by text: to the log, each `Step k/n : ...` to
+    `progress` with the seconds since the build started; `failed()` reads the last words
+    (the error the engine hands over last) as BuildKitOutput.failed does."""
 
-    def line(text: str | None) -> None:
+    def __init__(self, log, log_path: Path, progress):
+        self.log, self.log_path, self.progress = log, log_path, progress
+        self.started = time.monotonic()
+        self.tail: deque[str] = deque(maxlen=400)
+
+    def line(self, text: str | None) -> None:
         if text is None:
             return
-        log.write(text)
+        self.log.write(text)
+        self.tail.extend(text.rstrip("\n").splitlines())
         if text.startswith("Step "):
-            progress(f"{text.strip()[:80]} [{time.monotonic() - started:.0f}s]")
-    return line
+            self.progress(f"{text.strip()[:80]} [{time.monotonic() - self.started:.0f}s]")
+
+    def failed(self) -> str | EnvironmentMissing:
+        diagnosed = _diagnosed(self.tail, self.log_path)
+        if diagnosed:
+            return diagnosed
+        error = next((ln.strip() for ln in reversed(self.tail) if ln.strip()), "")
+        return f"build failed: {error[:160]}; the log is {self.log_path}"

@@ -94,11 +94,14 @@ def check_writable(folder: Path, what: str = "") -> Path:
     log line, not only for a name) before any work starts; else EnvironmentMissing (exit 3)
     with the reason."""
     from .errors import EnvironmentMissing
+    probe = folder / f".probe-{os.getpid()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".probe-{os.getpid()}"
-        probe.write_bytes(b"x" * 4096)
-        probe.unlink()
+        try:
+            probe.write_bytes(b"x" * 4096)
+        finally:   # a full disk fails the write after the file was made: remove it too
+            with contextlib.suppress(OSError):
+                probe.unlink()
     except OSError as e:
         raise EnvironmentMissing(f"cannot write {what + ' ' if what else ''}in {folder}: "
                                  f"{e.strerror or e}; set ENVGEN_HOME to a writable folder "
@@ -111,12 +114,18 @@ def write_json(path: Path, obj) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path: Path):
-    """An exclusive advisory lock beside `path`, so two envgen processes take turns."""
+def locked(path: Path, on_wait=None):
+    """An exclusive advisory lock beside `path`, so two envgen processes take turns;
+    `on_wait()` is called once when another holds it (so a waiting run says why it waits)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:

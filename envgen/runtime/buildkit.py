@@ -7,14 +7,16 @@ the log, the steps and the diagnoses). DockerEngine.build (runtime/engine.py) pi
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ..core.errors import BuildFailed, EnvironmentMissing
 from ..core.model import DEFAULT_PLATFORM
-from .docker import BuildCli, die_with_parent, end_session
+from .docker import BuildCli, _causes, _timed_out, daemon_failed, die_with_parent, end_session
 
 IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
 TICK_S = 1.0      # how often a silent build's callback is given None (for a heartbeat)
@@ -72,14 +74,24 @@ def buildkit_argv(cli: BuildCli, context: Path, dockerfile: Path, iid: Path, *,
     return argv
 
 
-def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
+def build_buildkit(cli: BuildCli, context: Path, iid: Path | None, *, dockerfile: Path,
                    on_line: Callable[[str | None], None], failed: Callable[[], str],
                    log: str, idle: float = IDLE_S, **options) -> str:
     """Run the BuildKit CLI on `context` and return the image ID it wrote to --iidfile
-    `iid` (beside the context, not in /tmp: a killed run leaves nothing there, the next one
-    overwrites it). Each output line goes to `on_line`, and None each TICK_S s of silence;
-    past `idle` s of silence the build is stopped (EnvironmentMissing); a build that fails
-    raises BuildFailed(`failed()`). `log` names where the caller keeps the output."""
+    `iid`; None: a file of this run's own, in a private folder beside the context (a
+    shared name would let a concurrent build of the same stack read, or delete, this one's
+    ID), removed at the end. Each output line goes to `on_line`, and None each TICK_S s of
+    silence; past `idle` s of silence the build is stopped (EnvironmentMissing); a build
+    that fails raises BuildFailed(`failed()`). `log` names where the caller keeps it."""
+    if iid is None:
+        scratch = Path(tempfile.mkdtemp(prefix=f".{context.name}.", suffix=".iid",
+                                        dir=context.parent))
+        try:
+            return build_buildkit(cli, context, scratch / "iid", dockerfile=dockerfile,
+                                  on_line=on_line, failed=failed, log=log, idle=idle,
+                                  **options)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     iid.unlink(missing_ok=True)
     argv = buildkit_argv(cli, context, dockerfile, iid, **options)
     env = {**os.environ, **dict(cli.env)}
@@ -110,29 +122,53 @@ def build_buildkit(cli: BuildCli, context: Path, iid: Path, *, dockerfile: Path,
 
 
 def build_classic(c, context: Path, *, dockerfile: Path, on_line: Callable[[str], None],
-                  log: str, no_cache: bool = False, platform: str = DEFAULT_PLATFORM,
-                  build_args: dict | None = None) -> str:
+                  log: str, failed: Callable[[], str | Exception] | None = None,
+                  idle: float = IDLE_S, no_cache: bool = False,
+                  platform: str = DEFAULT_PLATFORM, build_args: dict | None = None,
+                  network: str | None = None) -> str:
     """Build `context` with the docker SDK's classic builder (no secrets, no cache mounts)
     and return the image ID; each text it streams goes to `on_line`, an error it reports
-    too before BuildFailed. `log` names where the caller keeps the output."""
+    too, then the caller's `failed()` reading of it (a sentence: BuildFailed; an exception,
+    e.g. EnvironmentMissing for a full disk: raised). A daemon that fails the request
+    itself (HTTP 5xx) is this host's fault (exit 3); past `idle` s without a word from
+    the daemon the build is given up (EnvironmentMissing). `log` names the caller's log."""
     import docker
+
+    def fail(error: str, cause: BaseException | None = None):
+        on_line(error.rstrip("\n") + "\n")
+        why = failed() if failed else None
+        if isinstance(why, Exception):
+            raise why from cause
+        status = getattr(getattr(cause, "response", None), "status_code", None) or 0
+        if cause is not None and (status >= 500 or not status):
+            raise EnvironmentMissing(f"{daemon_failed(cause)}; the log is {log}") from cause
+        raise BuildFailed(why or f"build failed: {error.strip()[:160]}; the log is {log}"
+                          ) from cause
+
     image_id = None
     try:
         for chunk in c.api.build(path=str(context),
                                  dockerfile=str(dockerfile.relative_to(context)), rm=True,
                                  forcerm=True, decode=True, nocache=no_cache,
-                                 buildargs=build_args or None,
+                                 buildargs=build_args or None, network_mode=network,
                                  platform=None if platform == DEFAULT_PLATFORM else platform,
-                                 timeout=IDLE_S):
+                                 timeout=idle):   # the socket's read timeout: idle seconds
             on_line(chunk.get("stream") or chunk.get("status") or "")
             if "error" in chunk:
-                on_line(chunk["error"] + "\n")
-                raise BuildFailed(f"build failed: {chunk['error'].strip()[:160]}; the log "
-                                  f"is {log}")
+                fail(chunk["error"])
             aux = chunk.get("aux") or {}
             image_id = aux.get("ID", image_id)
     except docker.errors.APIError as e:
-        raise BuildFailed(f"build failed: {e}; the log is {log}") from e
+        fail(" ".join(str(getattr(e, "explanation", None) or e).split()), e)
+    except (BuildFailed, EnvironmentMissing):
+        raise
+    except Exception as e:
+        if any(_timed_out(x) for x in _causes(e)):
+            raise EnvironmentMissing(f"the classic build had no word from the Docker daemon "
+                                     f"for {idle:g} s (ENVGEN_BUILD_IDLE_TIMEOUT) and was "
+                                     f"given up: the daemon is stuck; the log is {log}"
+                                     ) from None
+        raise
     if not image_id:
         raise BuildFailed(f"the classic builder returned no image ID; the log is {log}")
     return image_id

@@ -319,8 +319,9 @@ class DockerEngine:
     def build(self, context, *, builder="auto", dockerfile=None, iidfile=None,
               no_cache=False, platform=DEFAULT_PLATFORM, build_args=None, secrets=(),
               network=None, idle=IDLE_S, on_line=None, failed=None, log="") -> str:
-        """BuildKit's CLI, whose --iidfile is `iidfile` (default `.NAME.iid` beside the
-        context); the classic builder takes no secrets or network and times out at IDLE_S."""
+        """BuildKit's CLI, whose --iidfile is `iidfile` (default: a private file of this
+        build's own); the classic builder mounts no secrets (the caller refuses what needs
+        one) but takes the network and the idle timeout."""
         from . import buildkit
         from .docker import buildkit_cli
         context = Path(context)
@@ -328,9 +329,10 @@ class DockerEngine:
         on_line = on_line or (lambda _line: None)
         if not self.builder(builder).buildkit:
             return buildkit.build_classic(
-                self.client, context, dockerfile=dockerfile, log=log, no_cache=no_cache,
-                platform=platform, build_args=build_args, on_line=on_line)
-        iid = Path(iidfile) if iidfile else context.with_name(f".{context.name}.iid")
+                self.client, context, dockerfile=dockerfile, log=log, failed=failed,
+                idle=idle, no_cache=no_cache, platform=platform, build_args=build_args,
+                network=network, on_line=on_line)
+        iid = Path(iidfile) if iidfile else None
         return buildkit.build_buildkit(
             buildkit_cli(), context, iid, dockerfile=dockerfile, on_line=on_line,
             failed=failed or (lambda: "build failed" + (f"; the log is {log}" if log else "")),
