@@ -148,6 +148,11 @@ def pass_problem(cert: dict) -> str | None:
         return "it claims a pass with no checks run"
     if all(c.get("skipped") for c in report["checks"]):
         return "it claims a pass but every check of its payload was skipped (none ran)"
+    names = [c["name"] for c in report["checks"]]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        return (f"it claims a pass but its payload's report names the check {twice!r} "
+                f"{names.count(twice)} times (a payload reports each check once)")
     return level_problem(cert) or payload_problem(cert)
 
 
@@ -171,6 +176,37 @@ def level_problem(cert: dict) -> str | None:
     device = report.get("device", {"name": "-"})   # reports before the harness said none
     if need and not (isinstance(device, dict) and device.get("name")):
         return f"it claims a pass at level {level} but its payload's report names no GPU device"
+    return gpu_run_problem(level, report["checks"]) if need else None
+
+
+# The checks of a payload (envgen/smoke) that prove it used the GPU: nvidia-smi saw it, the
+# framework found it (cuda_available: torch payloads; gpu_available: JAX and TensorFlow), the
+# device it names, kernels for its architecture (cuda_arch: torch), the trained model's
+# weights on it (model_on_cuda: torch payloads; model_on_gpu: JAX and TensorFlow) and a cuDNN
+# convolution on it. At a GPU level each runs (gpu_check runs them there), so a pass at that
+# level with one of them skipped is a CPU run relabelled. TRAIN is the training every payload
+# reports under that name (keras_jax_smoke adds keras_train beside JAX's own train).
+GPU_CHECKS = ("nvidia_smi", "cuda_available", "gpu_available", "device", "cuda_arch",
+              "model_on_cuda", "model_on_gpu", "cudnn_conv")
+TRAIN = "train"
+
+
+def gpu_run_problem(level: str, checks: list) -> str | None:
+    """A pass at level cuda or multi-gpu (its checks all passed, its names unique) whose
+    checks do not show the GPU run that level is: the training ran, no check that proves the
+    GPU was skipped, and at multi-gpu a multi_gpu check ran."""
+    ran = {c["name"] for c in checks if not c.get("skipped")}
+    if TRAIN not in ran:
+        return (f"it claims a pass at level {level} but its payload's report has no "
+                f"{TRAIN!r} check that ran (the training is what a certificate proves)")
+    skipped = next((c["name"] for c in checks if c.get("skipped") and c["name"] in GPU_CHECKS),
+                   None)
+    if skipped is not None:
+        return (f"it claims a pass at level {level} but its check {skipped!r}, which proves "
+                f"the GPU, was skipped")
+    if level == "multi-gpu" and not any(n.startswith("multi_gpu") for n in ran):
+        return ("it claims a pass at level multi-gpu but no multi_gpu check of its payload "
+                "ran")
     return None
 
 

@@ -552,15 +552,19 @@ def process_age():
         return None
 
 
-def bytecode_share(modules=None):
+def bytecode_share(modules=None, under=None):
     """(modules imported from a .py file, how many of them had their .pyc on disk); the
-    payload's own files (beside this one) are not the image's start-up and are left out."""
+    payload's own files (beside this one) are not the image's start-up and are left out.
+    `under`: only the modules whose files lie in that folder."""
     n = cached = 0
     mine = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    inside = os.path.join(os.path.abspath(under), "") if under else None
     for mod in list((modules or sys.modules).values()):
         spec = getattr(mod, "__spec__", None)
         origin = str(getattr(spec, "origin", "") or "")
         if spec is None or not origin.endswith(".py") or origin.startswith(mine):
+            continue
+        if inside is not None and not os.path.abspath(origin).startswith(inside):
             continue
         n += 1
         cached += bool(spec.cached and os.path.exists(spec.cached))
@@ -568,29 +572,57 @@ def bytecode_share(modules=None):
 
 
 BYTECODE_MIN = 0.9   # under 90 % of the imported modules with bytecode: every start pays
+VENV_BYTECODE_MIN = 0.95   # envgen compiles what it installs into its venv: under 95 % fails
 
 
-def check_startup(rep, framework, import_s, age_s, first_kernel_s=None, modules=None):
+ENVGEN_VENV = "/opt/venv"   # the venv envgen's images install into (templates/Dockerfile.j2)
+
+
+def venv_prefix():
+    """envgen's own venv when this Python runs in it (/opt/venv in its images), whose
+    installed files envgen compiles to bytecode at build; None for any other Python: a
+    framework base's own environment (a venv of its own, too) or a host's, run natively,
+    whose bytecode is not envgen's to promise."""
+    return ENVGEN_VENV if os.path.realpath(sys.prefix) == ENVGEN_VENV else None
+
+
+def check_startup(rep, framework, import_s, age_s, first_kernel_s=None, modules=None,
+                  venv=False):
     """How long the framework took to import (and, on a GPU, until the first kernel ran), and
-    whether its modules came from bytecode; a warning with the fix when they mostly did not."""
+    whether its modules came from bytecode; a warning with the fix when they mostly did not.
+    It fails when fewer than 95 % of the modules imported from the venv (`venv`: its folder;
+    False: this Python's, venv_prefix()) had their bytecode: envgen compiles what it installs
+    there, so their absence is a broken build; it passes, saying so, where none came from one."""
+    venv = venv_prefix() if venv is False else venv
     n, cached = bytecode_share(modules)
+    n_venv, cached_venv = bytecode_share(modules, venv) if venv else (0, 0)
     vals = {"startup_import_s": round(import_s, 3), "startup_process_s": age_s,
             "startup_first_kernel_s": first_kernel_s, "startup_modules": n,
-            "startup_modules_bytecode": cached}
+            "startup_modules_bytecode": cached, "startup_venv_modules": n_venv,
+            "startup_venv_modules_bytecode": cached_venv}
     rep["metrics"].update(vals)
     since = f" ({age_s:.2f} s after the process started)" if age_s is not None else ""
     detail = (f"import {framework} {import_s:.2f} s{since}; {cached} of {n} modules from "
               f"bytecode")
+    venv_ok = not n_venv or cached_venv >= VENV_BYTECODE_MIN * n_venv
+    if n_venv:
+        detail += (f"; {cached_venv} of {n_venv} modules of the venv {venv} from bytecode"
+                   + ("" if venv_ok else f" (fewer than {VENV_BYTECODE_MIN:.0%}: its build "
+                                         f"compiles them)"))
+    else:
+        detail += (f"; no module imported from a venv ({venv or 'this Python is none'}): "
+                   f"nothing envgen installed to hold to its bytecode")
     if first_kernel_s is not None:
         detail += f"; first GPU kernel done {first_kernel_s:.2f} s after the process started"
     extra = {}
-    if n and cached < BYTECODE_MIN * n:
+    if (n and cached < BYTECODE_MIN * n) or not venv_ok:
+        missing = n - cached if n and cached < BYTECODE_MIN * n else n_venv - cached_venv
         extra = {"warning": True,
-                 "fix": f"start-up compiles {n - cached} modules on every start: set "
+                 "fix": f"start-up compiles {missing} modules on every start: set "
                         f"PYTHONPYCACHEPREFIX to a writable folder (a volume kept between "
                         f"runs) so the bytecode is written once"}
         detail += f"; {extra['fix']}"
-    check(rep, "startup", True, detail, **vals, **extra)
+    check(rep, "startup", venv_ok, detail, **vals, **extra)
 
 
 def loader_finding(rates, step_rate):

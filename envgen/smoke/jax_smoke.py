@@ -705,9 +705,11 @@ def run_into(rep, opts, deadline):
     gpu_check(rep, "memory", check_memory, device)
     if opts.multi_gpu and rep["level"] == "cuda" and len(gpus) > 1 and flax and optax:
         guarded(rep, "multi_gpu", run_multi_gpu, opts, gpus)
-    elif opts.multi_gpu:
-        h.skip(rep, "multi_gpu", f"needs more than one GPU; "
-                                 f"{len(gpus) if rep['level'] == 'cuda' else 0} in use")
+    elif opts.multi_gpu:   # asked for and not run: a failure, never a skip that passes
+        count = len(gpus) if rep["level"] == "cuda" else 0
+        h.check(rep, "multi_gpu", False,
+                f"--multi-gpu asked for, but it needs more than one GPU; {count} in use"
+                if count < 2 else "--multi-gpu asked for, but Flax or optax did not import")
     # a late read: NCCL may have been loaded by now
     if rep["versions"].get("nccl") is None and "nccl" in (unexposed or {}):
         nccl = safe(nccl_loaded)

@@ -338,9 +338,10 @@ def torch_run(rep, opts, deadline, train_checks):
         _habits().run_habits(rep, device, step_rate, gpu_check, guarded)
     if opts.multi_gpu and use_cuda and torch.cuda.device_count() > 1:
         guarded(rep, "multi_gpu", run_multi_gpu, opts, deadline)
-    elif opts.multi_gpu:
+    elif opts.multi_gpu:   # asked for and not run: a failure, never a skip that passes
         count = torch.cuda.device_count() if use_cuda else 0
-        h.skip(rep, "multi_gpu", f"needs more than one GPU; {count} in use")
+        h.check(rep, "multi_gpu", False,
+                f"--multi-gpu asked for, but it needs more than one GPU; {count} in use")
     rep["metrics"]["duration_s"] = round(time.monotonic() - t0, 2)
 
 
@@ -436,16 +437,18 @@ def _grad_scaler():
 
 
 def check_amp(rep, device, data, steps, batch):
-    """bf16 autocast (fp16 + GradScaler on GPUs without bf16); the loss must go down too."""
-    dtype, why = mixed_dtype(device)
-    if dtype is None:
-        return h.skip(rep, "amp", why)
-    scaler = _grad_scaler() if dtype == torch.float16 else None
-    torch.manual_seed(0)
-    losses, _ = train_loop(make_model().to(device), data, steps, batch, device, dtype, scaler)
-    rep["metrics"]["amp_dtype"] = dtype_name(dtype)
-    name = dtype_name(dtype) + (" + GradScaler" if scaler else "")
-    return h.check_loss(rep, "amp", losses, f"autocast {name}", prefix="amp_")
+    """bf16 autocast (fp16 + GradScaler on GPUs without bf16); the loss must go down, and the
+    model's output must have the autocast dtype (check_mixed): an autocast that silently ran
+    in float32 fails."""
+    def train(dtype):
+        scaler = _grad_scaler() if dtype == torch.float16 else None
+        torch.manual_seed(0)
+        model = make_model().to(device)
+        seen = output_dtypes(model[-1])
+        losses, _ = train_loop(model, data, steps, batch, device, dtype, scaler)
+        return (f"autocast {dtype_name(dtype)}{' + GradScaler' if scaler else ''}", losses,
+                seen)
+    return check_mixed(rep, device, train)
 
 
 def check_checkpoint(rep, device, model, data):
