@@ -610,8 +610,10 @@ def check_startup(rep, framework, import_s, age_s, first_kernel_s=None, modules=
                    + ("" if venv_ok else f" (fewer than {VENV_BYTECODE_MIN:.0%}: its build "
                                          f"compiles them)"))
     else:
-        detail += (f"; no module imported from a venv ({venv or 'this Python is none'}): "
-                   f"nothing envgen installed to hold to its bytecode")
+        where = (f"its venv {venv}" if venv
+                 else f"{ENVGEN_VENV}, envgen's venv (this Python is not in it)")
+        detail += (f"; no module imported from {where}: nothing envgen installed to hold to "
+                   f"its bytecode")
     if first_kernel_s is not None:
         detail += f"; first GPU kernel done {first_kernel_s:.2f} s after the process started"
     extra = {}
