@@ -33,6 +33,8 @@ def result_name(index: int, job: str | None = None) -> str:
 
 
 USAGE = "python -m envgen.fleet.task DIR [INDEX | --target NAME]"
+
+
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 

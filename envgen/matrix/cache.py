@@ -73,24 +73,18 @@ def put(key: str | None, matrix) -> None:
         return
     folder = _folder()
     tmp = folder / f".matrix-{key}.{os.getpid()}.tmp"
-    made = False
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _private(folder):
             return
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        made = True
         with os.fdopen(fd, "wb") as f:
             pickle.dump(matrix, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, folder / f"matrix-{key}.pickle")
-        made = False
         _prune(folder)
-    except OSError:
-        pass   # a read-only or full home: the next run validates again
-    finally:
-        if made:   # a failed write (a full disk) leaves no temporary file behind
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+    except OSError:   # a read-only or full home: the next run validates again
+        with contextlib.suppress(OSError):   # a failed write leaves no temporary file
+            tmp.unlink(missing_ok=True)
 
 
 def _prune(folder: Path) -> None:

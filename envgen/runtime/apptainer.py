@@ -169,9 +169,8 @@ def visible_devices(gpus) -> dict:
     order (PCI bus), not CUDA's default (fastest first), which may name another GPU on a
     node of mixed models."""
     from .gpu_access import device_id
-    ids = [device_id(g) for g in gpus]
-    if not all(getattr(g, "uuid", "") for g in gpus):
-        ids = [str(int(g)) for g in gpus]
+    known = all(getattr(g, "uuid", "") for g in gpus)
+    ids = [device_id(g) if known else str(int(g)) for g in gpus]
     return {"CUDA_VISIBLE_DEVICES": ",".join(ids), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.errors import BuildFailed, EnvironmentMissing
 from ..core.model import DEFAULT_PLATFORM
-from .docker import BuildCli, _causes, _timed_out, daemon_failed, die_with_parent, end_session
+from .docker import BuildCli, causes, daemon_failed, die_with_parent, end_session, timed_out
 
 IDLE_S = 1800.0   # a build that prints nothing for this long is stuck (a hung daemon)
 TICK_S = 1.0      # how often a silent build's callback is given None (for a heartbeat)
@@ -163,7 +163,7 @@ def build_classic(c, context: Path, *, dockerfile: Path, on_line: Callable[[str]
     except (BuildFailed, EnvironmentMissing):
         raise
     except Exception as e:
-        if any(_timed_out(x) for x in _causes(e)):
+        if any(timed_out(x) for x in causes(e)):
             raise EnvironmentMissing(f"the classic build had no word from the Docker daemon "
                                      f"for {idle:g} s (ENVGEN_BUILD_IDLE_TIMEOUT) and was "
                                      f"given up: the daemon is stuck; the log is {log}"

@@ -42,7 +42,7 @@ def docker_host() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def _causes(e: BaseException):
+def causes(e: BaseException):
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -50,7 +50,7 @@ def _causes(e: BaseException):
         e = e.__cause__ or e.__context__
 
 
-def _timed_out(e: BaseException) -> bool:
+def timed_out(e: BaseException) -> bool:
     """A call to the daemon that got no answer in time (requests' ReadTimeout and friends)."""
     return "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower()
 
@@ -58,12 +58,12 @@ def _timed_out(e: BaseException) -> bool:
 def unreachable(e: BaseException, waited: float) -> EnvironmentMissing:
     """The one sentence for a daemon that cannot be talked to, naming why."""
     host = docker_host()
-    chain = list(_causes(e))
+    chain = list(causes(e))
     if any(isinstance(x, PermissionError) for x in chain):
         return EnvironmentMissing(
             f"permission denied on the Docker socket {host}: run envgen as a member of the "
             f"docker group (`sudo usermod -aG docker $USER`, then log in again) or as root")
-    if any(_timed_out(x) for x in chain):
+    if any(timed_out(x) for x in chain):
         return EnvironmentMissing(
             f"the Docker daemon at {host} accepted the connection but did not answer within "
             f"{waited:g} s (ENVGEN_DOCKER_PING_TIMEOUT); restart it, or check what holds it")
@@ -77,7 +77,7 @@ def daemon_failed(e: BaseException) -> EnvironmentMissing | None:
     mod = type(e).__module__ or ""
     if not mod.startswith(("docker", "requests", "urllib3")):
         return None
-    chain = list(_causes(e))
+    chain = list(causes(e))
     if any("timeout" in type(x).__name__.lower() for x in chain):
         return EnvironmentMissing(f"the Docker daemon at {docker_host()} stopped answering "
                                   f"(no reply within ENVGEN_DOCKER_TIMEOUT s)")
@@ -390,7 +390,7 @@ def run_to_end(c, image: str, command: list[str], timeout: float, before_start=N
         try:
             code = int(container.wait(timeout=timeout).get("StatusCode", -1))
         except Exception as e:  # requests' ReadTimeout and friends
-            if not _timed_out(e):
+            if not timed_out(e):
                 raise
             try:
                 container.kill()
@@ -419,7 +419,7 @@ def _remove(c, container, token: str, tries: int = 5) -> None:
         except Exception as e:  # noqa: PERF203 - a daemon fault: look again shortly
             if getattr(getattr(e, "response", None), "status_code", None) == 404:
                 return   # already gone (the daemon's "no such container")
-            if _timed_out(e):
+            if timed_out(e):
                 # a daemon that does not answer: asking again waits as long each time
                 # (minutes in all); the next envgen's reap removes it by its labels
                 leftovers.note(f"container {_short(container, token)}")

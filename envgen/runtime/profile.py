@@ -25,6 +25,7 @@ ULIMITS = (("memlock", -1, -1), ("stack", 67108864, 67108864))   # (name, soft, 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
 NOBODY = "65534:65534"
+_NOBODY_IDS = tuple(int(part) for part in NOBODY.split(":"))   # (uid, gid) in a pod spec
 FORMATS = ("docker", "compose", "kubernetes", "json")
 
 
@@ -173,7 +174,7 @@ class Profile:
             return UID, UID
         if user.isdigit():
             return int(user), int(group) if group.isdigit() else None
-        return 65534, 65534
+        return _NOBODY_IDS
 
     def notes(self, fmt: str) -> list[str]:
         if fmt != "kubernetes":
@@ -182,11 +183,10 @@ class Profile:
         notes = [f"a pod spec cannot set ulimits ({limits}): set them in the container "
                  f"runtime (containerd's systemd unit: LimitMEMLOCK=infinity, "
                  f"LimitSTACK=67108864)"]
-        user = self.user.partition(":")[0]
-        if not user.isdigit() and self._pod_user()[0] == 65534:
+        if not self.user.partition(":")[0].isdigit() and self._pod_user() == _NOBODY_IDS:
             notes.append(f"the image's user {self.user[:40]} is a name, which a pod with "
-                         f"runAsNonRoot cannot check: it runs as 65534 (nobody) here; set "
-                         f"runAsUser to that user's uid")
+                         f"runAsNonRoot cannot check: it runs as {_NOBODY_IDS[0]} (nobody) "
+                         f"here; set runAsUser to that user's uid")
         if self.all_gpus:
             notes.append("nvidia.com/gpu is a count: 1 here; raise it to the GPUs the pod "
                          "should get")
